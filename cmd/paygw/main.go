@@ -1,0 +1,274 @@
+// Command paygw is the payment-callback gateway: `paygw serve`, `paygw migrate`, `paygw sweep`
+// and `paygw version`.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/paygw/paygw/channels"
+	"github.com/paygw/paygw/config"
+	"github.com/paygw/paygw/guard"
+	"github.com/paygw/paygw/handlers"
+	"github.com/paygw/paygw/notify"
+	"github.com/paygw/paygw/orders"
+	"github.com/paygw/paygw/repository"
+)
+
+// version is set at build time with -ldflags "-X main.version=..."; else the module version.
+var version = ""
+
+const usage = `paygw — payment-callback gateway
+
+Usage:
+  paygw serve   [--config FILE]    serve the notify_urls and the /v1 API (runs the sweeper every minute)
+  paygw migrate [--config FILE]    apply the database migrations up to the latest
+  paygw migrate status [--config FILE]
+  paygw sweep   [--config FILE]    one pass of the processing-timeout cleanup
+  paygw version
+
+The config file is --config, else $PAYGW_CONFIG, else config/paygw.yaml; PAYGW_<SECTION>__<KEY>
+environment variables override it (PAYGW_MYSQL__DSN, PAYGW_IDEMPOTENCY__REDIS_TTL=5s).
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "paygw:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return errors.New("no command given")
+	}
+	cmd, args := args[0], args[1:]
+	switch cmd {
+	case "serve":
+		return withConfig(cmd, args, stderr, "serve the notify_urls and the /v1 API", func(cfg *config.Config, log zerolog.Logger) error {
+			return serve(ctx, cfg, log)
+		})
+	case "migrate":
+		status := len(args) > 0 && args[0] == "status"
+		if status {
+			args = args[1:]
+		}
+		return withConfig(cmd, args, stderr, "apply the migrations (or `migrate status`: list them)", func(cfg *config.Config, log zerolog.Logger) error {
+			return migrate(ctx, cfg, status, stdout)
+		})
+	case "sweep":
+		return withConfig(cmd, args, stderr, "fail processing records older than idempotency.db_timeout_clean_seconds", func(cfg *config.Config, log zerolog.Logger) error {
+			db, err := repository.Open(ctx, cfg.MySQL.DSN, 2)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			n, err := db.SweepProcessing(ctx, cfg.Idempotency.ProcessingTimeout())
+			if err != nil {
+				return fmt.Errorf("sweep: %w", err)
+			}
+			fmt.Fprintf(stdout, "swept %d processing record(s) older than %s\n", n, cfg.Idempotency.ProcessingTimeout())
+			return nil
+		})
+	case "version":
+		fmt.Fprintln(stdout, "paygw", buildVersion())
+		return nil
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return fmt.Errorf("unknown command %q", cmd)
+}
+
+// withConfig parses the command's flags, loads and validates the config and builds the logger.
+func withConfig(name string, args []string, stderr io.Writer, what string, fn func(*config.Config, zerolog.Logger) error) error {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "config file (default $PAYGW_CONFIG, else "+config.DefaultPath+")")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "paygw %s: %s\n\nFlags:\n", name, what)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%s: unexpected argument %q", name, fs.Arg(0))
+	}
+	cfg, err := config.Load(config.Path(*path), os.Environ())
+	if err != nil {
+		return err
+	}
+	return fn(cfg, newLogger(cfg.Log, stderr))
+}
+
+func newLogger(c config.Log, w io.Writer) zerolog.Logger {
+	if c.Format == "console" {
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
+	}
+	level, _ := zerolog.ParseLevel(c.Level) // validated
+	return zerolog.New(w).Level(level).With().Timestamp().Logger()
+}
+
+func migrate(ctx context.Context, cfg *config.Config, status bool, stdout io.Writer) error {
+	db, err := repository.Open(ctx, cfg.MySQL.DSN, 2)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if !status {
+		if err := db.Migrate(ctx); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+	}
+	list, err := db.MigrationStatus(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate status: %w", err)
+	}
+	for _, m := range list {
+		state := "pending"
+		if m.State == "applied" {
+			state = "applied " + m.AppliedAt.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(stdout, "%05d %-28s %s\n", m.Source.Version, m.Source.Path, state)
+	}
+	return nil
+}
+
+// serve builds in order config -> logger -> MySQL -> Redis -> services -> channels -> handlers,
+// then serves until SIGINT/SIGTERM and drains in-flight requests.
+func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
+	log.Info().Str("version", buildVersion()).RawJSON("config", []byte(cfg.Masked())).Msg("starting")
+
+	// Storage.
+	db, err := repository.Open(ctx, cfg.MySQL.DSN, cfg.MySQL.MaxOpenConns)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	g := guard.New(guard.Options{Addr: cfg.Redis.Addr, Password: cfg.Redis.Password, DB: cfg.Redis.DB}, log)
+	defer g.Close()
+	if err := g.Ping(ctx); err != nil {
+		log.Warn().Str("redis", cfg.Redis.Addr).Msg("redis unavailable at start: serving with MySQL alone until it answers")
+	}
+
+	// Services and channels.
+	applier := notify.New(db, g, cfg.Idempotency.RedisTTL, log)
+	svc := orders.New(db, g, orders.Config{
+		Enabled: cfg.Idempotency.Enabled, RedisTTL: cfg.Idempotency.RedisTTL,
+		ReturnOriginalResult: cfg.Idempotency.ReturnOriginalResult,
+	}, log)
+	chs, err := buildChannels(cfg.Channels)
+	if err != nil {
+		return err
+	}
+	if len(cfg.Auth.APITokens) == 0 {
+		log.Warn().Msg("auth.api_tokens is empty: every /v1 request will be refused with 401")
+	}
+	tokens := make([]handlers.Token, len(cfg.Auth.APITokens))
+	for i, t := range cfg.Auth.APITokens {
+		tokens[i] = handlers.Token{Name: t.Name, Secret: t.Token}
+	}
+	srv := handlers.New(handlers.Config{
+		BodyLimitBytes: cfg.HTTP.BodyLimitBytes, KeyHeader: cfg.Idempotency.KeyHeader,
+		IdempotencyEnabled: cfg.Idempotency.Enabled, ReturnOriginalResult: cfg.Idempotency.ReturnOriginalResult,
+		Tokens: tokens,
+	}, db, g, svc, applier, chs, log)
+
+	// The sweeper: processing records older than the timeout become failed, so a retry can run.
+	go sweepEvery(ctx, time.Minute, db, cfg.Idempotency.ProcessingTimeout(), log)
+
+	// HTTP.
+	hs := &http.Server{
+		Addr:              cfg.HTTP.Addr,
+		Handler:           srv.Echo(),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       15 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       90 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.ListenAndServe() }()
+	log.Info().Str("addr", cfg.HTTP.Addr).Msg("serving")
+	select {
+	case err := <-errc:
+		return fmt.Errorf("http: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info().Dur("timeout", cfg.HTTP.ShutdownTimeout).Msg("shutting down: draining in-flight requests")
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.HTTP.ShutdownTimeout)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	log.Info().Msg("stopped")
+	return nil
+}
+
+func buildChannels(c config.Channels) ([]handlers.Channel, error) {
+	var chs []handlers.Channel
+	if a := c.Alipay; a.Enabled {
+		pem := a.AlipayPublicKey
+		if a.AlipayPublicKeyFile != "" {
+			b, err := os.ReadFile(a.AlipayPublicKeyFile)
+			if err != nil {
+				return nil, fmt.Errorf("config channels.alipay.alipay_public_key_file: %w", err)
+			}
+			pem = string(b)
+		}
+		key, err := channels.ParseRSAPublicKey(pem)
+		if err != nil {
+			return nil, fmt.Errorf("config channels.alipay.alipay_public_key: %w", err)
+		}
+		chs = append(chs, channels.NewAlipay(a.AppID, a.SellerID, key))
+	}
+	return chs, nil
+}
+
+func sweepEvery(ctx context.Context, every time.Duration, db *repository.DB, timeout time.Duration, log zerolog.Logger) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			n, err := db.SweepProcessing(ctx, timeout)
+			if err != nil {
+				log.Warn().Err(err).Msg("sweep failed; next pass in a minute")
+			} else if n > 0 {
+				log.Warn().Int64("failed", n).Dur("older_than", timeout).Msg("swept stale processing records")
+			}
+		}
+	}
+}
+
+func buildVersion() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "dev"
+}

@@ -1,0 +1,277 @@
+// Package config owns paygw's one typed configuration: defaults, then a YAML file, then
+// PAYGW_ environment overrides, validated before anything starts.
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/confmap"
+	"github.com/knadh/koanf/providers/file"
+	"github.com/knadh/koanf/v2"
+)
+
+// DefaultPath is read when neither --config nor PAYGW_CONFIG names a file.
+const DefaultPath = "config/paygw.yaml"
+
+type Config struct {
+	HTTP        HTTP        `koanf:"http"`
+	Log         Log         `koanf:"log"`
+	MySQL       MySQL       `koanf:"mysql"`
+	Redis       Redis       `koanf:"redis"`
+	Idempotency Idempotency `koanf:"idempotency"`
+	Auth        Auth        `koanf:"auth"`
+	Channels    Channels    `koanf:"channels"`
+}
+
+type HTTP struct {
+	Addr            string        `koanf:"addr"`
+	BodyLimitBytes  int64         `koanf:"body_limit_bytes"`
+	ShutdownTimeout time.Duration `koanf:"shutdown_timeout"`
+}
+
+type Log struct {
+	Level  string `koanf:"level"`
+	Format string `koanf:"format"`
+}
+
+type MySQL struct {
+	DSN          string `koanf:"dsn"`
+	MaxOpenConns int    `koanf:"max_open_conns"`
+}
+
+type Redis struct {
+	Addr     string `koanf:"addr"`
+	Password string `koanf:"password"`
+	DB       int    `koanf:"db"`
+}
+
+type Idempotency struct {
+	Enabled               bool          `koanf:"enabled"`
+	KeyHeader             string        `koanf:"key_header"`
+	RedisTTL              time.Duration `koanf:"redis_ttl"`
+	DBTimeoutCleanSeconds int           `koanf:"db_timeout_clean_seconds"`
+	ReturnOriginalResult  bool          `koanf:"return_original_result"`
+}
+
+// ProcessingTimeout is how long a `processing` record may live before the sweeper fails it.
+func (i Idempotency) ProcessingTimeout() time.Duration {
+	return time.Duration(i.DBTimeoutCleanSeconds) * time.Second
+}
+
+type Auth struct {
+	APITokens []APIToken `koanf:"api_tokens"`
+}
+
+// APIToken is one /v1 client. Name scopes its idempotency keys.
+type APIToken struct {
+	Name  string `koanf:"name"`
+	Token string `koanf:"token"`
+}
+
+type Channels struct {
+	Alipay Alipay `koanf:"alipay"`
+}
+
+type Alipay struct {
+	Enabled             bool   `koanf:"enabled"`
+	AppID               string `koanf:"app_id"`
+	SellerID            string `koanf:"seller_id"`
+	AlipayPublicKeyFile string `koanf:"alipay_public_key_file"`
+	AlipayPublicKey     string `koanf:"alipay_public_key"`
+}
+
+func defaults() map[string]any {
+	return map[string]any{
+		"http.addr":                            "127.0.0.1:8080",
+		"http.body_limit_bytes":                1 << 20,
+		"http.shutdown_timeout":                "10s",
+		"log.level":                            "info",
+		"log.format":                           "json",
+		"mysql.dsn":                            "root@tcp(127.0.0.1:3306)/paygw?parseTime=true&loc=UTC",
+		"mysql.max_open_conns":                 32,
+		"redis.addr":                           "127.0.0.1:6379",
+		"redis.password":                       "",
+		"redis.db":                             0,
+		"idempotency.enabled":                  true,
+		"idempotency.key_header":               "Idempotency-Key",
+		"idempotency.redis_ttl":                "30s",
+		"idempotency.db_timeout_clean_seconds": 600,
+		"idempotency.return_original_result":   true,
+		"channels.alipay.enabled":              false,
+	}
+}
+
+// Path picks the config file: the flag, else PAYGW_CONFIG, else DefaultPath.
+func Path(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	if p := os.Getenv("PAYGW_CONFIG"); p != "" {
+		return p
+	}
+	return DefaultPath
+}
+
+// Load reads defaults, the YAML file at path, and PAYGW_ overrides from environ (KEY=VALUE
+// strings, as os.Environ returns), refusing unknown keys and invalid values.
+func Load(path string, environ []string) (*Config, error) {
+	k := koanf.New(".")
+	if err := k.Load(confmap.Provider(defaults(), "."), nil); err != nil {
+		return nil, err
+	}
+	if err := k.Load(file.Provider(path), yaml.Parser()); err != nil {
+		return nil, fmt.Errorf("config file %s: %w", path, err)
+	}
+	if err := k.Load(envProvider(environ), nil); err != nil {
+		return nil, err
+	}
+	var c Config
+	err := k.UnmarshalWithConf("", &c, koanf.UnmarshalConf{DecoderConfig: &mapstructure.DecoderConfig{
+		DecodeHook: mapstructure.ComposeDecodeHookFunc(
+			mapstructure.StringToTimeDurationHookFunc(),
+			mapstructure.TextUnmarshallerHookFunc()),
+		ErrorUnused:      true,
+		WeaklyTypedInput: true,
+		Result:           &c,
+		TagName:          "koanf",
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// envProvider maps PAYGW_MYSQL__DSN to mysql.dsn. Only names with "__" are keys, so
+// PAYGW_CONFIG and the test harness's PAYGW_TEST_* variables are not mistaken for settings.
+func envProvider(environ []string) koanf.Provider {
+	m := map[string]any{}
+	for _, kv := range environ {
+		name, value, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasPrefix(name, "PAYGW_") || !strings.Contains(name, "__") {
+			continue
+		}
+		key := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(name, "PAYGW_"), "__", "."))
+		m[key] = value
+	}
+	return confmap.Provider(m, ".")
+}
+
+var (
+	headerName = regexp.MustCompile(`^[A-Za-z0-9-]{1,64}$`)
+	tokenName  = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
+)
+
+// Validate checks every value and names the key of the first one that is wrong.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("config %s: "+format, append([]any{key}, args...)...))
+	}
+	if c.HTTP.Addr == "" {
+		bad("http.addr", "must be set (host:port)")
+	}
+	if c.HTTP.BodyLimitBytes < 1024 || c.HTTP.BodyLimitBytes > 64<<20 {
+		bad("http.body_limit_bytes", "must be between 1024 and 67108864, got %d", c.HTTP.BodyLimitBytes)
+	}
+	if c.HTTP.ShutdownTimeout <= 0 {
+		bad("http.shutdown_timeout", "must be a positive duration such as 10s")
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level", "must be debug, info, warn or error, got %q", c.Log.Level)
+	}
+	if c.Log.Format != "json" && c.Log.Format != "console" {
+		bad("log.format", "must be json or console, got %q", c.Log.Format)
+	}
+	if dsn, err := mysql.ParseDSN(c.MySQL.DSN); err != nil {
+		bad("mysql.dsn", "is not a valid DSN") // the text may hold the password: not echoed
+	} else if dsn.DBName == "" {
+		bad("mysql.dsn", "must name a database")
+	}
+	if c.MySQL.MaxOpenConns < 1 || c.MySQL.MaxOpenConns > 1000 {
+		bad("mysql.max_open_conns", "must be between 1 and 1000, got %d", c.MySQL.MaxOpenConns)
+	}
+	if c.Redis.Addr == "" {
+		bad("redis.addr", "must be set (host:port)")
+	}
+	if c.Redis.DB < 0 || c.Redis.DB > 15 {
+		bad("redis.db", "must be between 0 and 15, got %d", c.Redis.DB)
+	}
+	if !headerName.MatchString(c.Idempotency.KeyHeader) {
+		bad("idempotency.key_header", "must be an HTTP header name, got %q", c.Idempotency.KeyHeader)
+	}
+	if c.Idempotency.RedisTTL < 100*time.Millisecond {
+		bad("idempotency.redis_ttl", "must be at least 100ms, got %s", c.Idempotency.RedisTTL)
+	}
+	if c.Idempotency.DBTimeoutCleanSeconds < 1 {
+		bad("idempotency.db_timeout_clean_seconds", "must be at least 1, got %d", c.Idempotency.DBTimeoutCleanSeconds)
+	}
+	names, tokens := map[string]bool{}, map[string]bool{}
+	for i, t := range c.Auth.APITokens {
+		key := fmt.Sprintf("auth.api_tokens[%d]", i)
+		if !tokenName.MatchString(t.Name) {
+			bad(key+".name", "must be 1-32 characters of [a-z0-9_-], got %q", t.Name)
+		}
+		if len(t.Token) < 16 {
+			bad(key+".token", "must be at least 16 characters")
+		}
+		if names[t.Name] {
+			bad(key+".name", "%q is used twice", t.Name)
+		}
+		if tokens[t.Token] {
+			bad(key+".token", "is the same as another client's")
+		}
+		names[t.Name], tokens[t.Token] = true, true
+	}
+	if a := c.Channels.Alipay; a.Enabled {
+		if a.AppID == "" {
+			bad("channels.alipay.app_id", "must be set when the channel is enabled")
+		}
+		if (a.AlipayPublicKeyFile == "") == (a.AlipayPublicKey == "") {
+			bad("channels.alipay.alipay_public_key_file", "exactly one of it and channels.alipay.alipay_public_key must be set")
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Masked renders the effective configuration for the start-up log with every secret hidden.
+func (c *Config) Masked() string {
+	m := *c
+	m.MySQL.DSN = maskDSN(c.MySQL.DSN)
+	if m.Redis.Password != "" {
+		m.Redis.Password = "***"
+	}
+	m.Auth.APITokens = make([]APIToken, len(c.Auth.APITokens))
+	for i, t := range c.Auth.APITokens {
+		m.Auth.APITokens[i] = APIToken{Name: t.Name, Token: "***"}
+	}
+	if m.Channels.Alipay.AlipayPublicKey != "" {
+		m.Channels.Alipay.AlipayPublicKey = "(inline PEM)"
+	}
+	b, _ := json.Marshal(m) // plain structs: cannot fail
+	return string(b)
+}
+
+func maskDSN(s string) string {
+	d, err := mysql.ParseDSN(s)
+	if err != nil {
+		return "(invalid)"
+	}
+	if d.Passwd != "" {
+		d.Passwd = "***"
+	}
+	return d.FormatDSN()
+}

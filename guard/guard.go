@@ -1,0 +1,165 @@
+// Package guard is paygw's Redis layer: short-lived owner locks that make an in-flight twin fail
+// fast, and "done" markers that let repeats answer without SQL. It is only ever an accelerator:
+// when Redis is unreachable every call reports ErrUnavailable and callers carry on through the
+// database's unique keys.
+package guard
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+)
+
+var (
+	// ErrUnavailable: Redis did not answer; carry on without it.
+	ErrUnavailable = errors.New("redis unavailable")
+	// ErrHeld: another owner holds the lock.
+	ErrHeld = errors.New("held by another request")
+)
+
+// After a failure Redis is skipped for this long, so an outage costs one timeout per interval,
+// not one per request; the same interval paces the warning in the log.
+const retryInterval = time.Second
+
+// Guard wraps one Redis client. Keys are prefix + name.
+type Guard struct {
+	rdb    *redis.Client
+	prefix string
+	log    zerolog.Logger
+
+	mu        sync.Mutex
+	downUntil time.Time
+}
+
+// Options for New. Prefix separates deployments (and tests) sharing one Redis.
+type Options struct {
+	Addr     string
+	Password string
+	DB       int
+	Prefix   string
+}
+
+// New builds a guard with short timeouts: Redis is a fast path, never worth waiting for.
+func New(o Options, log zerolog.Logger) *Guard {
+	rdb := redis.NewClient(&redis.Options{
+		Addr:         o.Addr,
+		Password:     o.Password,
+		DB:           o.DB,
+		DialTimeout:  300 * time.Millisecond,
+		ReadTimeout:  300 * time.Millisecond,
+		WriteTimeout: 300 * time.Millisecond,
+		MaxRetries:   -1, // a retry doubles the cost of an outage; the database is the fallback
+		PoolSize:     64,
+	})
+	prefix := o.Prefix
+	if prefix == "" {
+		prefix = "paygw:"
+	}
+	return &Guard{rdb: rdb, prefix: prefix, log: log}
+}
+
+func (g *Guard) Close() error { return g.rdb.Close() }
+
+// Ping reports whether Redis answers now (for /readyz), ignoring the skip interval.
+func (g *Guard) Ping(ctx context.Context) error {
+	if err := g.rdb.Ping(ctx).Err(); err != nil {
+		return ErrUnavailable
+	}
+	return nil
+}
+
+// Lock is an owner lock taken by Acquire.
+type Lock struct {
+	g     *Guard
+	key   string
+	token string
+}
+
+// Acquire takes the lock name for ttl with SET NX PX and a random owner token.
+// Returns ErrHeld if another owner has it and ErrUnavailable if Redis did not answer.
+func (g *Guard) Acquire(ctx context.Context, name string, ttl time.Duration) (*Lock, error) {
+	if g.skipping() {
+		return nil, ErrUnavailable
+	}
+	l := &Lock{g: g, key: g.prefix + "lock:" + name, token: newToken()}
+	ok, err := g.rdb.SetNX(ctx, l.key, l.token, ttl).Result()
+	if err != nil {
+		return nil, g.failed(err)
+	}
+	if !ok {
+		return nil, ErrHeld
+	}
+	return l, nil
+}
+
+// Release deletes the lock only if it is still ours: after a TTL expiry another owner may hold
+// it, and deleting that would let a third request in.
+var release = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`)
+
+// Release gives the lock back; a failure is harmless (the TTL ends it).
+func (l *Lock) Release(ctx context.Context) {
+	if l == nil {
+		return
+	}
+	if err := release.Run(ctx, l.g.rdb, []string{l.key}, l.token).Err(); err != nil && !errors.Is(err, redis.Nil) {
+		_ = l.g.failed(err)
+	}
+}
+
+// Done returns the value of a done marker and whether it exists.
+// Returns ErrUnavailable if Redis did not answer.
+func (g *Guard) Done(ctx context.Context, name string) (string, bool, error) {
+	if g.skipping() {
+		return "", false, ErrUnavailable
+	}
+	v, err := g.rdb.Get(ctx, g.prefix+"done:"+name).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, g.failed(err)
+	}
+	return v, true, nil
+}
+
+// MarkDone sets a done marker after the database committed; a failure only costs later repeats
+// a trip to MySQL.
+func (g *Guard) MarkDone(ctx context.Context, name, value string, ttl time.Duration) {
+	if g.skipping() {
+		return
+	}
+	if err := g.rdb.Set(ctx, g.prefix+"done:"+name, value, ttl).Err(); err != nil {
+		_ = g.failed(err)
+	}
+}
+
+func (g *Guard) skipping() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return time.Now().Before(g.downUntil)
+}
+
+// failed starts a skip interval and warns once for it.
+func (g *Guard) failed(err error) error {
+	g.mu.Lock()
+	now := time.Now()
+	warn := !now.Before(g.downUntil)
+	g.downUntil = now.Add(retryInterval)
+	g.mu.Unlock()
+	if warn {
+		g.log.Warn().Err(err).Dur("skip_for", retryInterval).Msg("redis unavailable: carrying on with MySQL alone")
+	}
+	return ErrUnavailable
+}
+
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return hex.EncodeToString(b[:])
+}

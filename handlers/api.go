@@ -1,0 +1,169 @@
+package handlers
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/paygw/paygw/orders"
+	"github.com/paygw/paygw/repository"
+)
+
+var (
+	errBadStock = errors.New("invalid stock")
+	skuPattern  = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+)
+
+func (s *Server) putStock(c echo.Context) error {
+	sku := c.Param("sku")
+	if !skuPattern.MatchString(sku) {
+		return fmt.Errorf("%w: sku must be 1-64 characters of [A-Za-z0-9._-]", errBadStock)
+	}
+	body, err := s.readBody(c)
+	if err != nil {
+		return err
+	}
+	canonical, err := orders.Canonical(body)
+	if err != nil {
+		return err
+	}
+	var in struct {
+		Num      *int   `json:"num"`
+		PriceFen *int64 `json:"price_fen"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(canonical))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return fmt.Errorf("%w: %v", errBadStock, err)
+	}
+	if in.Num == nil || *in.Num < 0 || in.PriceFen == nil || *in.PriceFen < 0 || *in.PriceFen > 1e12 {
+		return fmt.Errorf("%w: num and price_fen must be given as non-negative integers (price_fen at most 1e12)", errBadStock)
+	}
+	st := repository.Stock{SKU: sku, Num: *in.Num, PriceFen: *in.PriceFen}
+	if err := s.db.PutStock(c.Request().Context(), st); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, st)
+}
+
+// createOrder is the field report's idempotent create.
+func (s *Server) createOrder(c echo.Context) error {
+	req := orders.Request{Scope: c.Get(clientKey).(string)}
+	if s.cfg.IdempotencyEnabled {
+		values := c.Request().Header.Values(s.cfg.KeyHeader)
+		if len(values) == 0 {
+			return fmt.Errorf("%w: send header %s", errNoKey, s.cfg.KeyHeader)
+		}
+		if len(values) > 1 || !validKey(values[0]) {
+			return errBadKey
+		}
+		req.Key = values[0]
+	}
+	body, err := s.readBody(c)
+	if err != nil {
+		return err
+	}
+	canonical, err := orders.Canonical(body)
+	if err != nil {
+		return err
+	}
+	if req.Order, err = orders.ParseNewOrder(canonical); err != nil {
+		return err
+	}
+	req.Hash = orders.RequestHash(http.MethodPost, "/v1/orders", canonical)
+	res, err := s.orders.Create(c.Request().Context(), req)
+	if err != nil {
+		return err
+	}
+	if res.Replayed {
+		c.Response().Header().Set("Idempotent-Replayed", "true")
+	}
+	contentType := echo.MIMEApplicationJSON
+	if res.Code >= 400 {
+		contentType = "application/problem+json"
+	}
+	return c.Blob(res.Code, contentType, res.Body)
+}
+
+// validKey: 1-128 bytes of printable ASCII (no controls, no spaces at the ends).
+func validKey(k string) bool {
+	if len(k) == 0 || len(k) > 128 || k[0] == ' ' || k[len(k)-1] == ' ' {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x20 || k[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+type notificationView struct {
+	Channel      string    `json:"channel"`
+	NotifyID     string    `json:"notify_id"`
+	ChannelTxnID string    `json:"channel_txn_id"`
+	Event        string    `json:"event"`
+	Status       string    `json:"channel_status"`
+	Outcome      string    `json:"outcome"`
+	AmountFen    int64     `json:"amount_fen"`
+	Currency     string    `json:"currency"`
+	ReceivedAt   time.Time `json:"received_at"`
+}
+
+type anomalyView struct {
+	Kind              string    `json:"kind"`
+	Channel           string    `json:"channel"`
+	ChannelTxnID      string    `json:"channel_txn_id"`
+	AmountFen         int64     `json:"amount_fen"`
+	ExpectedAmountFen *int64    `json:"expected_amount_fen,omitempty"`
+	Currency          string    `json:"currency"`
+	Detail            string    `json:"detail"`
+	CreatedAt         time.Time `json:"created_at"`
+}
+
+// getPayment is the query-callback-status API: the order, what each channel told us, and what
+// needs a person.
+func (s *Server) getPayment(c echo.Context) error {
+	tradeNo := c.Param("trade_no")
+	if !tradeNoPattern.MatchString(tradeNo) {
+		return repository.ErrNotFound
+	}
+	ctx := c.Request().Context()
+	o, err := s.db.GetOrder(ctx, tradeNo)
+	if err != nil {
+		return err
+	}
+	ns, err := s.db.Notifications(ctx, tradeNo)
+	if err != nil {
+		return err
+	}
+	as, err := s.db.Anomalies(ctx, tradeNo)
+	if err != nil {
+		return err
+	}
+	out := struct {
+		Order         orders.View        `json:"order"`
+		Notifications []notificationView `json:"notifications"`
+		Anomalies     []anomalyView      `json:"anomalies"`
+	}{Order: orders.ViewOf(o), Notifications: []notificationView{}, Anomalies: []anomalyView{}}
+	for _, n := range ns {
+		out.Notifications = append(out.Notifications, notificationView{
+			Channel: n.Channel, NotifyID: n.NotifyID, ChannelTxnID: n.ChannelTxnID, Event: n.Event,
+			Status: n.ChannelStatus, Outcome: n.Outcome, AmountFen: n.AmountFen, Currency: n.Currency,
+			ReceivedAt: n.ReceivedTime,
+		})
+	}
+	for _, a := range as {
+		out.Anomalies = append(out.Anomalies, anomalyView{
+			Kind: a.Kind, Channel: a.Channel, ChannelTxnID: a.ChannelTxnID, AmountFen: a.AmountFen,
+			ExpectedAmountFen: a.ExpectedAmountFen, Currency: a.Currency, Detail: a.Detail, CreatedAt: a.CreatedTime,
+		})
+	}
+	return c.JSON(http.StatusOK, out)
+}

@@ -1,0 +1,129 @@
+// Package handlers is paygw's HTTP surface: the channels' notify_urls, the /v1 API for the order
+// service and operators, and the health probes. Handlers return errors; one error handler turns
+// them into RFC 9457 problems.
+package handlers
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"regexp"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/rs/zerolog"
+
+	"github.com/paygw/paygw/channels"
+	"github.com/paygw/paygw/guard"
+	"github.com/paygw/paygw/orders"
+	"github.com/paygw/paygw/payment"
+	"github.com/paygw/paygw/repository"
+)
+
+// Channel is what a notify_url needs of a channel.
+type Channel interface {
+	Name() string
+	Verify(body []byte, header http.Header, now time.Time) (payment.Event, error)
+	Reply(r payment.Reply) channels.Response
+}
+
+// Applier applies a verified event exactly once (notify.Applier).
+type Applier interface {
+	Apply(ctx context.Context, ev payment.Event) (payment.Outcome, error)
+}
+
+// Config is what the handlers read of the configuration.
+type Config struct {
+	BodyLimitBytes       int64
+	KeyHeader            string
+	IdempotencyEnabled   bool
+	ReturnOriginalResult bool
+	Tokens               []Token
+}
+
+// Token is one API client.
+type Token struct{ Name, Secret string }
+
+// Server holds the handlers' dependencies.
+type Server struct {
+	cfg      Config
+	db       *repository.DB
+	guard    *guard.Guard
+	orders   *orders.Service
+	applier  Applier
+	channels []Channel
+	log      zerolog.Logger
+	now      func() time.Time
+}
+
+func New(cfg Config, db *repository.DB, g *guard.Guard, o *orders.Service, a Applier, chs []Channel, log zerolog.Logger) *Server {
+	return &Server{cfg: cfg, db: db, guard: g, orders: o, applier: a, channels: chs, log: log, now: time.Now}
+}
+
+// Echo builds the router with every route and the error handler.
+func (s *Server) Echo() *echo.Echo {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.handleError
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+	for _, ch := range s.channels {
+		e.POST("/notify/"+ch.Name(), s.notify(ch))
+	}
+	v1 := e.Group("/v1", s.auth)
+	v1.PUT("/stock/:sku", s.putStock)
+	v1.POST("/orders", s.createOrder)
+	v1.GET("/orders/:trade_no", s.getOrder)
+	v1.GET("/payments/:trade_no", s.getPayment)
+	return e
+}
+
+func (s *Server) healthz(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz is red only when MySQL does not answer: without Redis paygw is slower, never wrong.
+func (s *Server) readyz(c echo.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), time.Second)
+	defer cancel()
+	body := map[string]string{"status": "ready", "mysql": "ok", "redis": "ok"}
+	code := http.StatusOK
+	if err := s.db.Ping(ctx); err != nil {
+		body["status"], body["mysql"], code = "unavailable", "down", http.StatusServiceUnavailable
+	}
+	if err := s.guard.Ping(ctx); err != nil {
+		body["redis"] = "down"
+		if code == http.StatusOK {
+			body["status"] = "degraded"
+		}
+	}
+	return c.JSON(code, body)
+}
+
+// readBody reads the whole body once, refusing more than the configured limit.
+func (s *Server) readBody(c echo.Context) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, s.cfg.BodyLimitBytes))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return nil, errTooLarge
+	}
+	if err != nil {
+		return nil, errBadBody
+	}
+	return body, nil
+}
+
+var tradeNoPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+func (s *Server) getOrder(c echo.Context) error {
+	tradeNo := c.Param("trade_no")
+	if !tradeNoPattern.MatchString(tradeNo) {
+		return repository.ErrNotFound
+	}
+	o, err := s.db.GetOrder(c.Request().Context(), tradeNo)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, orders.ViewOf(o))
+}

@@ -1,0 +1,200 @@
+// Package notify applies verified payment events exactly once. Apply is the one path: the HTTP
+// notify handlers and the reconciliation job both call it, and it alone decides outcomes.
+package notify
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/paygw/paygw/guard"
+	"github.com/paygw/paygw/payment"
+	"github.com/paygw/paygw/repository"
+)
+
+// ErrInFlight: a twin of this event is being applied right now; the channel should retry.
+var ErrInFlight = errors.New("a twin notification is in flight")
+
+// doneTTL is how long a done marker lets repeats skip SQL. Channels retry for up to three days.
+const doneTTL = 72 * time.Hour
+
+// Applier holds what Apply needs.
+type Applier struct {
+	db       *repository.DB
+	guard    *guard.Guard
+	guardTTL time.Duration
+	log      zerolog.Logger
+	now      func() time.Time
+}
+
+// New builds an Applier; guardTTL is idempotency.redis_ttl.
+func New(db *repository.DB, g *guard.Guard, guardTTL time.Duration, log zerolog.Logger) *Applier {
+	return &Applier{db: db, guard: g, guardTTL: guardTTL, log: log, now: time.Now}
+}
+
+// Apply applies a verified event and returns what happened. A nil error means the outcome is
+// durable (or the event is a repeat of a durable one). Errors mean nothing was changed and the
+// channel must deliver again: ErrInFlight, or a storage failure.
+func (a *Applier) Apply(ctx context.Context, ev payment.Event) (payment.Outcome, error) {
+	ev.Currency = strings.ToUpper(ev.Currency)
+	key := markerKey(ev)
+
+	// Fast path for repeats: a done marker in Redis, or with Redis down one SELECT on the record.
+	_, done, err := a.guard.Done(ctx, key)
+	switch {
+	case done:
+		return payment.OutcomeRepeat, nil
+	case errors.Is(err, guard.ErrUnavailable) && ev.Kind == payment.KindPaid:
+		if _, err := a.db.GetRecord(ctx, repository.BizPayNotify, ev.Channel, ev.ChannelTxnID); err == nil {
+			return payment.OutcomeRepeat, nil
+		} else if !errors.Is(err, repository.ErrNotFound) {
+			return "", err
+		}
+	}
+
+	lock, err := a.guard.Acquire(ctx, "trade:"+ev.TradeNo, a.guardTTL)
+	if errors.Is(err, guard.ErrHeld) {
+		return "", ErrInFlight
+	}
+	defer lock.Release(context.WithoutCancel(ctx)) // nil (Redis down) releases nothing
+
+	var outcome payment.Outcome
+	err = a.db.InTx(ctx, func(tx *repository.Tx) error {
+		var err error
+		outcome, err = a.decide(ctx, tx, ev)
+		return err
+	})
+	switch {
+	case errors.Is(err, repository.ErrDuplicate):
+		// The record's unique key says a twin committed first. Our transaction is rolled back;
+		// read the record afresh (not through the old transaction) to be sure it is there.
+		if _, err := a.db.GetRecord(ctx, repository.BizPayNotify, ev.Channel, ev.ChannelTxnID); err != nil {
+			return "", fmt.Errorf("record vanished after duplicate key: %w", err)
+		}
+		outcome = payment.OutcomeRepeat
+	case errors.Is(err, errUnknownOrder):
+		return payment.OutcomeUnknownOrder, nil
+	case err != nil:
+		return "", err
+	}
+	a.guard.MarkDone(context.WithoutCancel(ctx), key, string(outcome), doneTTL)
+	return outcome, nil
+}
+
+// errUnknownOrder rolls the transaction back: nothing is written for an unknown trade_no, so the
+// channel's retry finds a clean slate once the order exists.
+var errUnknownOrder = errors.New("unknown trade_no")
+
+// decide runs inside the one transaction and is the only place that picks an outcome.
+func (a *Applier) decide(ctx context.Context, tx *repository.Tx, ev payment.Event) (payment.Outcome, error) {
+	now := a.now().UTC().Truncate(time.Millisecond)
+	var outcome payment.Outcome
+	switch ev.Kind {
+	case payment.KindPaid:
+		paidAt := ev.PaidAt
+		if paidAt.IsZero() {
+			paidAt = now
+		}
+		ok, err := tx.MarkPaid(ctx, ev.TradeNo, ev.Channel, ev.ChannelTxnID, ev.AmountFen, ev.Currency, paidAt.UTC())
+		if err != nil {
+			return "", err
+		}
+		outcome = payment.OutcomeApplied
+		var order repository.Order
+		if !ok {
+			if order, err = tx.LockOrder(ctx, ev.TradeNo); errors.Is(err, repository.ErrNotFound) {
+				return payment.OutcomeUnknownOrder, errUnknownOrder
+			} else if err != nil {
+				return "", err
+			}
+			outcome = classify(order, ev)
+		}
+		result, _ := json.Marshal(recordResult{Outcome: outcome, TradeNo: ev.TradeNo}) // cannot fail
+		if err := tx.InsertDoneRecord(ctx, repository.BizPayNotify, ev.Channel, ev.ChannelTxnID, hash(ev.Raw), result); err != nil {
+			return "", err // ErrDuplicate: a repeat; the caller answers it after rollback
+		}
+		if outcome.IsAnomaly() {
+			if err := tx.FlagAnomaly(ctx, anomaly(outcome, order, ev, now)); err != nil {
+				return "", err
+			}
+		}
+	case payment.KindClosed:
+		ok, err := tx.MarkClosed(ctx, ev.TradeNo)
+		if err != nil {
+			return "", err
+		}
+		outcome = payment.OutcomeJournalled
+		if ok {
+			outcome = payment.OutcomeClosed
+		}
+	default: // pending and refund notices change no payment state
+		outcome = payment.OutcomeJournalled
+	}
+	return outcome, tx.Journal(ctx, ev, outcome, now)
+}
+
+// classify explains why a payment did not match a WAIT_PAY order with its amount and currency.
+func classify(o repository.Order, ev payment.Event) payment.Outcome {
+	switch o.Status {
+	case repository.OrderClosed:
+		return payment.OutcomePaidAfterClose
+	case repository.OrderPaid:
+		if deref(o.Channel) == ev.Channel && deref(o.ChannelTxnID) == ev.ChannelTxnID {
+			return payment.OutcomeRepeat // applied before its record existed (repaired data)
+		}
+		return payment.OutcomeDuplicatePayment
+	default:
+		return payment.OutcomeAmountMismatch
+	}
+}
+
+func anomaly(outcome payment.Outcome, o repository.Order, ev payment.Event, now time.Time) repository.Anomaly {
+	expected := o.AmountFen
+	var detail string
+	switch outcome {
+	case payment.OutcomeAmountMismatch:
+		detail = fmt.Sprintf("order asks %d %s, channel paid %d %s", o.AmountFen, o.Currency, ev.AmountFen, ev.Currency)
+	case payment.OutcomePaidAfterClose:
+		detail = "payment arrived for a CLOSED order: refund or reopen by hand"
+	case payment.OutcomeDuplicatePayment:
+		detail = fmt.Sprintf("order already PAID by %s %s: refund this payment", deref(o.Channel), deref(o.ChannelTxnID))
+	}
+	return repository.Anomaly{
+		Kind: string(outcome), TradeNo: ev.TradeNo, Channel: ev.Channel, ChannelTxnID: ev.ChannelTxnID,
+		AmountFen: ev.AmountFen, Currency: ev.Currency, ExpectedAmountFen: &expected, Detail: detail, CreatedTime: now,
+	}
+}
+
+// recordResult is the result_json of a payment's idempotent_record.
+type recordResult struct {
+	Outcome payment.Outcome `json:"outcome"`
+	TradeNo string          `json:"trade_no"`
+}
+
+// markerKey names the done marker: a payment by its channel transaction (its record key), any
+// other event by its notification id.
+func markerKey(ev payment.Event) string {
+	if ev.Kind == payment.KindPaid {
+		return "pay:" + ev.Channel + ":" + ev.ChannelTxnID
+	}
+	return "note:" + ev.Channel + ":" + ev.NotifyID
+}
+
+func hash(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

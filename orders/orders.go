@@ -1,0 +1,307 @@
+// Package orders is the order service's idempotent create: a key claims an idempotent_record,
+// the business writes and the record's final result commit together, and every repeat of the key
+// gets the original result back.
+package orders
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/paygw/paygw/guard"
+	"github.com/paygw/paygw/repository"
+)
+
+var (
+	// ErrInvalid: the request is not a valid order; nothing was stored.
+	ErrInvalid = errors.New("invalid order request")
+	// ErrInFlight: a request with this key is being processed now; retry after RetryAfter.
+	ErrInFlight = errors.New("a request with this idempotency key is in progress")
+	// ErrKeyReused: the key was first used with a different request.
+	ErrKeyReused = errors.New("idempotency key reused with a different request")
+)
+
+// Done is returned (wrapped) when return_original_result is false and the key already has a
+// final result.
+type Done struct{ TradeNo string }
+
+func (d *Done) Error() string { return "idempotency key already used for order " + d.TradeNo }
+
+// RetryAfter is what a 409 for an in-flight key suggests.
+const RetryAfter = time.Second
+
+// Config is the part of idempotency.* the service reads.
+type Config struct {
+	Enabled              bool
+	RedisTTL             time.Duration
+	ReturnOriginalResult bool
+}
+
+// Service creates orders.
+type Service struct {
+	db    *repository.DB
+	guard *guard.Guard
+	cfg   Config
+	log   zerolog.Logger
+	now   func() time.Time
+
+	// afterClaim, when set by a test, runs between the committed claim and the business
+	// transaction: the window a crash leaves a processing record behind.
+	afterClaim func()
+}
+
+func New(db *repository.DB, g *guard.Guard, cfg Config, log zerolog.Logger) *Service {
+	return &Service{db: db, guard: g, cfg: cfg, log: log, now: time.Now}
+}
+
+// Request is a create-order call as the HTTP layer hands it over.
+type Request struct {
+	Scope string // the API client's name: keys of two clients never meet
+	Key   string // the Idempotency-Key; "" only when idempotency is disabled
+	Hash  string // RequestHash of the call
+	Order NewOrder
+}
+
+// NewOrder is the create-order body.
+type NewOrder struct {
+	UserID int64  `json:"user_id"`
+	SKU    string `json:"sku"`
+	Num    int    `json:"num"`
+}
+
+var skuPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// ParseNewOrder decodes and checks a canonical create-order body.
+func ParseNewOrder(canonical []byte) (NewOrder, error) {
+	var o NewOrder
+	dec := json.NewDecoder(bytes.NewReader(canonical))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&o); err != nil {
+		return o, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	switch {
+	case o.UserID <= 0:
+		return o, fmt.Errorf("%w: user_id must be a positive integer", ErrInvalid)
+	case !skuPattern.MatchString(o.SKU):
+		return o, fmt.Errorf("%w: sku must be 1-64 characters of [A-Za-z0-9._-]", ErrInvalid)
+	case o.Num < 1 || o.Num > 10000:
+		return o, fmt.Errorf("%w: num must be between 1 and 10000", ErrInvalid)
+	}
+	return o, nil
+}
+
+// Result is an HTTP answer: fresh, or the stored one replayed.
+type Result struct {
+	Code     int
+	Body     []byte
+	Replayed bool
+}
+
+// Create runs one create-order call. Errors are ErrInFlight, ErrKeyReused, *Done, or a storage
+// failure (nothing final was stored: the client may retry with the same key).
+func (s *Service) Create(ctx context.Context, r Request) (Result, error) {
+	if !s.cfg.Enabled || r.Key == "" {
+		return s.create(ctx, r, nil)
+	}
+	lock, err := s.guard.Acquire(ctx, "idem:"+r.Scope+":"+r.Key, s.cfg.RedisTTL)
+	if errors.Is(err, guard.ErrHeld) {
+		return Result{}, ErrInFlight
+	}
+	defer lock.Release(context.WithoutCancel(ctx))
+
+	c, replay, err := s.claim(ctx, r)
+	if err != nil || replay != nil {
+		return derefResult(replay), err
+	}
+	if s.afterClaim != nil {
+		s.afterClaim()
+	}
+	res, err := s.create(ctx, r, &c)
+	if err != nil && !errors.Is(err, repository.ErrFenced) {
+		// Our own failure is not final: free the key for a retry now rather than after the sweep.
+		if ferr := s.db.FailClaim(context.WithoutCancel(ctx), c.id, c.token); ferr != nil {
+			s.log.Warn().Err(ferr).Msg("could not fail the claim; the sweeper will")
+		}
+	}
+	if errors.Is(err, repository.ErrFenced) {
+		return Result{}, ErrInFlight // the sweeper or a new owner took the claim: ask for a retry
+	}
+	return res, err
+}
+
+type claim struct {
+	id    int64
+	token string
+}
+
+// claim commits a processing record for the key, takes over a failed one, or answers by the
+// record already there.
+func (s *Service) claim(ctx context.Context, r Request) (claim, *Result, error) {
+	token := newToken()
+	for attempt := 0; attempt < 3; attempt++ {
+		id, err := s.db.Claim(ctx, repository.BizOrderCreate, r.Scope, r.Key, r.Hash, token)
+		if err == nil {
+			return claim{id, token}, nil, nil
+		}
+		if !errors.Is(err, repository.ErrDuplicate) {
+			return claim{}, nil, err
+		}
+		rec, err := s.db.GetRecord(ctx, repository.BizOrderCreate, r.Scope, r.Key)
+		if errors.Is(err, repository.ErrNotFound) {
+			continue // taken and gone between our two statements: try again
+		} else if err != nil {
+			return claim{}, nil, err
+		}
+		if rec.RequestHash != r.Hash {
+			return claim{}, nil, ErrKeyReused
+		}
+		switch rec.Status {
+		case repository.StatusSuccess:
+			res, err := s.replay(rec)
+			return claim{}, res, err
+		case repository.StatusProcessing:
+			return claim{}, nil, ErrInFlight
+		case repository.StatusFailed:
+			if err := s.db.TakeOver(ctx, rec.ID, r.Hash, token); err == nil {
+				return claim{rec.ID, token}, nil, nil
+			} else if !errors.Is(err, repository.ErrFenced) {
+				return claim{}, nil, err
+			}
+			// another request took it over first: look again
+		}
+	}
+	return claim{}, nil, ErrInFlight
+}
+
+func (s *Service) replay(rec repository.Record) (*Result, error) {
+	body := []byte(derefString(rec.ResultJSON))
+	if !s.cfg.ReturnOriginalResult {
+		var v struct {
+			TradeNo string `json:"trade_no"`
+		}
+		_ = json.Unmarshal(body, &v) // a stored business refusal names no order
+		return nil, &Done{TradeNo: v.TradeNo}
+	}
+	code := 200
+	if rec.ResponseCode != nil {
+		code = *rec.ResponseCode
+	}
+	return &Result{Code: code, Body: body, Replayed: true}, nil
+}
+
+// create runs the business transaction; with a claim, the record's final result commits in it
+// too, fenced on our lock token.
+func (s *Service) create(ctx context.Context, r Request, c *claim) (Result, error) {
+	var res Result
+	err := s.db.InTx(ctx, func(tx *repository.Tx) error {
+		var err error
+		res, err = s.business(ctx, tx, r)
+		if err != nil {
+			return err
+		}
+		if c == nil {
+			return nil
+		}
+		return tx.CompleteRecord(ctx, c.id, c.token, res.Code, res.Body)
+	})
+	return res, err
+}
+
+// business takes the stock and inserts the order. Out of stock and unknown SKU are final
+// answers, stored and replayed like a success.
+func (s *Service) business(ctx context.Context, tx *repository.Tx, r Request) (Result, error) {
+	price, err := tx.TakeStock(ctx, r.Order.SKU, r.Order.Num)
+	switch {
+	case errors.Is(err, repository.ErrOutOfStock):
+		return problemResult(409, "out of stock", fmt.Sprintf("sku %s has fewer than %d units left", r.Order.SKU, r.Order.Num)), nil
+	case errors.Is(err, repository.ErrNotFound):
+		return problemResult(404, "unknown sku", fmt.Sprintf("sku %s does not exist", r.Order.SKU)), nil
+	case err != nil:
+		return Result{}, err
+	}
+	o := repository.Order{
+		TradeNo:    NewTradeNo(s.now()),
+		UserID:     r.Order.UserID,
+		SKU:        r.Order.SKU,
+		Num:        r.Order.Num,
+		AmountFen:  price * int64(r.Order.Num),
+		Currency:   "CNY",
+		Status:     repository.OrderWaitPay,
+		CreateTime: s.now().UTC().Truncate(time.Millisecond),
+	}
+	if err := tx.InsertOrder(ctx, o, r.Scope, r.Key); err != nil {
+		return Result{}, err
+	}
+	body, err := json.Marshal(ViewOf(o))
+	return Result{Code: 201, Body: body}, err
+}
+
+// View is an order as the API shows it.
+type View struct {
+	TradeNo      string     `json:"trade_no"`
+	UserID       int64      `json:"user_id"`
+	SKU          string     `json:"sku"`
+	Num          int        `json:"num"`
+	AmountFen    int64      `json:"amount_fen"`
+	Currency     string     `json:"currency"`
+	Status       string     `json:"status"`
+	Channel      *string    `json:"channel,omitempty"`
+	ChannelTxnID *string    `json:"channel_txn_id,omitempty"`
+	PaidAt       *time.Time `json:"paid_at,omitempty"`
+	CreatedAt    time.Time  `json:"created_at"`
+}
+
+func ViewOf(o repository.Order) View {
+	return View{
+		TradeNo: o.TradeNo, UserID: o.UserID, SKU: o.SKU, Num: o.Num, AmountFen: o.AmountFen,
+		Currency: o.Currency, Status: o.Status, Channel: o.Channel, ChannelTxnID: o.ChannelTxnID,
+		PaidAt: o.PaidTime, CreatedAt: o.CreateTime,
+	}
+}
+
+// Problem is an RFC 9457 problem document.
+type Problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail,omitempty"`
+}
+
+func problemResult(status int, title, detail string) Result {
+	b, _ := json.Marshal(Problem{Type: "about:blank", Title: title, Status: status, Detail: detail})
+	return Result{Code: status, Body: b}
+}
+
+// NewTradeNo makes a 31-character trade_no: "P", the UTC time to the second, 16 random hex
+// digits. It fits every channel's merchant order number ([A-Za-z0-9_-], at most 32).
+func NewTradeNo(now time.Time) string {
+	return "P" + now.UTC().Format("20060102150405") + newToken()[:16]
+}
+
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return hex.EncodeToString(b[:])
+}
+
+func derefResult(r *Result) Result {
+	if r == nil {
+		return Result{}
+	}
+	return *r
+}
+
+func derefString(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

@@ -1,0 +1,73 @@
+package repository
+
+import (
+	"context"
+	"time"
+
+	"github.com/paygw/paygw/payment"
+)
+
+// Notification is one notify_journal row, without the raw body.
+type Notification struct {
+	Channel       string    `db:"channel"`
+	NotifyID      string    `db:"notify_id"`
+	TradeNo       string    `db:"trade_no"`
+	ChannelTxnID  string    `db:"channel_txn_id"`
+	Event         string    `db:"event"`
+	ChannelStatus string    `db:"channel_status"`
+	AmountFen     int64     `db:"amount_fen"`
+	Currency      string    `db:"currency"`
+	Outcome       string    `db:"outcome"`
+	ReceivedTime  time.Time `db:"received_time"`
+}
+
+// Anomaly is one anomaly row.
+type Anomaly struct {
+	Kind              string    `db:"kind"`
+	TradeNo           string    `db:"trade_no"`
+	Channel           string    `db:"channel"`
+	ChannelTxnID      string    `db:"channel_txn_id"`
+	AmountFen         int64     `db:"amount_fen"`
+	Currency          string    `db:"currency"`
+	ExpectedAmountFen *int64    `db:"expected_amount_fen"`
+	Detail            string    `db:"detail"`
+	CreatedTime       time.Time `db:"created_time"`
+}
+
+// Journal records a verified notification's first delivery; a retry of the same notify id
+// leaves the first row as it is.
+func (tx *Tx) Journal(ctx context.Context, ev payment.Event, outcome payment.Outcome, received time.Time) error {
+	const q = `INSERT IGNORE INTO notify_journal (channel, notify_id, trade_no, channel_txn_id, event,
+		channel_status, amount_fen, currency, raw_body, outcome, received_time)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	_, err := tx.x.ExecContext(ctx, q, ev.Channel, ev.NotifyID, ev.TradeNo, ev.ChannelTxnID, string(ev.Kind),
+		ev.Status, ev.AmountFen, ev.Currency, ev.Raw, string(outcome), received)
+	return err
+}
+
+// FlagAnomaly records an anomaly once per (kind, channel, channel txn id).
+func (tx *Tx) FlagAnomaly(ctx context.Context, a Anomaly) error {
+	const q = `INSERT IGNORE INTO anomaly (kind, trade_no, channel, channel_txn_id, amount_fen, currency,
+		expected_amount_fen, detail, created_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	_, err := tx.x.ExecContext(ctx, q, a.Kind, a.TradeNo, a.Channel, a.ChannelTxnID, a.AmountFen, a.Currency,
+		a.ExpectedAmountFen, a.Detail, a.CreatedTime)
+	return err
+}
+
+// Notifications lists the journal of one trade_no, oldest first.
+func (db *DB) Notifications(ctx context.Context, tradeNo string) ([]Notification, error) {
+	const q = `SELECT channel, notify_id, trade_no, channel_txn_id, event, channel_status, amount_fen,
+		currency, outcome, received_time FROM notify_journal WHERE trade_no = ? ORDER BY id`
+	rows := []Notification{}
+	err := db.x.SelectContext(ctx, &rows, q, tradeNo)
+	return rows, err
+}
+
+// Anomalies lists the anomalies of one trade_no, oldest first.
+func (db *DB) Anomalies(ctx context.Context, tradeNo string) ([]Anomaly, error) {
+	const q = `SELECT kind, trade_no, channel, channel_txn_id, amount_fen, currency, expected_amount_fen,
+		detail, created_time FROM anomaly WHERE trade_no = ? ORDER BY id`
+	rows := []Anomaly{}
+	err := db.x.SelectContext(ctx, &rows, q, tradeNo)
+	return rows, err
+}

@@ -1,0 +1,127 @@
+package repository
+
+import (
+	"context"
+	"time"
+)
+
+// Record statuses, as the field report numbers them.
+const (
+	StatusProcessing = 0
+	StatusSuccess    = 1
+	StatusFailed     = 2
+)
+
+// Biz types of idempotent_record rows.
+const (
+	BizOrderCreate = "order_create"
+	BizPayNotify   = "pay_notify"
+)
+
+// Record is one idempotent_record row. (Scope, BizType, Key) is uk_idem_key.
+type Record struct {
+	ID           int64     `db:"id"`
+	Key          string    `db:"idem_key"`
+	BizType      string    `db:"biz_type"`
+	Scope        string    `db:"scope"`
+	RequestHash  string    `db:"request_hash"`
+	Status       int       `db:"status"`
+	ResultJSON   *string   `db:"result_json"`
+	ResponseCode *int      `db:"response_code"`
+	LockToken    *string   `db:"lock_token"`
+	CreateTime   time.Time `db:"create_time"`
+	UpdateTime   time.Time `db:"update_time"`
+}
+
+const recordColumns = `id, idem_key, biz_type, scope, request_hash, status, result_json, response_code,
+	lock_token, create_time, update_time`
+
+// GetRecord reads a record outside any transaction, so it sees the latest committed row.
+// Returns ErrNotFound if there is none.
+func (db *DB) GetRecord(ctx context.Context, bizType, scope, key string) (Record, error) {
+	const q = `SELECT ` + recordColumns + ` FROM idempotent_record
+		WHERE idem_key = ? AND biz_type = ? AND scope = ?`
+	var r Record
+	err := db.x.GetContext(ctx, &r, q, key, bizType, scope)
+	return r, notFound(err)
+}
+
+// Claim inserts a processing record owned by token and commits it at once, before any business
+// work. Returns ErrDuplicate if the key already has a record.
+func (db *DB) Claim(ctx context.Context, bizType, scope, key, hash, token string) (int64, error) {
+	const q = `INSERT INTO idempotent_record (idem_key, biz_type, scope, request_hash, status, lock_token)
+		VALUES (?, ?, ?, ?, 0, ?)`
+	res, err := db.x.ExecContext(ctx, q, key, bizType, scope, hash, token)
+	if isDuplicate(err) {
+		return 0, ErrDuplicate
+	}
+	if err != nil {
+		return 0, err
+	}
+	return res.LastInsertId()
+}
+
+// TakeOver hands a failed record to a new owner. Returns ErrFenced if it is no longer failed
+// (another request took it first).
+func (db *DB) TakeOver(ctx context.Context, id int64, hash, token string) error {
+	const q = `UPDATE idempotent_record SET status = 0, lock_token = ?, result_json = NULL, response_code = NULL
+		WHERE id = ? AND status = 2 AND request_hash = ?`
+	res, err := db.x.ExecContext(ctx, q, token, id, hash)
+	return oneRow(res, err)
+}
+
+// FailClaim gives up a processing claim we own so that a retry may take it over at once.
+// Returns ErrFenced if the claim is no longer ours.
+func (db *DB) FailClaim(ctx context.Context, id int64, token string) error {
+	const q = `UPDATE idempotent_record SET status = 2 WHERE id = ? AND status = 0 AND lock_token = ?`
+	res, err := db.x.ExecContext(ctx, q, id, token)
+	return oneRow(res, err)
+}
+
+// SweepProcessing fails every processing record untouched for longer than timeout, by the
+// database's clock so replicas agree. It returns how many it failed.
+func (db *DB) SweepProcessing(ctx context.Context, timeout time.Duration) (int64, error) {
+	const q = `UPDATE idempotent_record SET status = 2
+		WHERE status = 0 AND update_time < NOW(3) - INTERVAL ? MICROSECOND`
+	res, err := db.x.ExecContext(ctx, q, timeout.Microseconds())
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// CompleteRecord stores the final result of a claim we own, inside the business transaction.
+// Returns ErrFenced if the sweeper (or a new owner) took the claim meanwhile: the caller must
+// roll back.
+func (tx *Tx) CompleteRecord(ctx context.Context, id int64, token string, code int, result []byte) error {
+	const q = `UPDATE idempotent_record SET status = 1, response_code = ?, result_json = ?
+		WHERE id = ? AND status = 0 AND lock_token = ?`
+	res, err := tx.x.ExecContext(ctx, q, code, string(result), id, token)
+	return oneRow(res, err)
+}
+
+// InsertDoneRecord writes a record that is final from birth (a payment notification's).
+// Returns ErrDuplicate if the key already has one.
+func (tx *Tx) InsertDoneRecord(ctx context.Context, bizType, scope, key, hash string, result []byte) error {
+	const q = `INSERT INTO idempotent_record (idem_key, biz_type, scope, request_hash, status, result_json, response_code)
+		VALUES (?, ?, ?, ?, 1, ?, 200)`
+	_, err := tx.x.ExecContext(ctx, q, key, bizType, scope, hash, string(result))
+	if isDuplicate(err) {
+		return ErrDuplicate
+	}
+	return err
+}
+
+func oneRow(res interface{ RowsAffected() (int64, error) }, err error) error {
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n != 1 {
+		return ErrFenced
+	}
+	return nil
+}

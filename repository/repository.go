@@ -1,0 +1,167 @@
+// Package repository is paygw's MySQL storage: orders and stock, idempotency records, the
+// notification journal and anomalies. It decides nothing; callers compose its statements inside
+// one transaction and read the affected-row counts it reports.
+package repository
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
+	"github.com/pressly/goose/v3"
+
+	migrations "github.com/paygw/paygw/sql"
+)
+
+var (
+	// ErrNotFound: the row asked for does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrDuplicate: a unique key already holds this row (a repeat, or a lost race).
+	ErrDuplicate = errors.New("duplicate")
+	// ErrOutOfStock: the stock row exists but holds fewer units than asked.
+	ErrOutOfStock = errors.New("out of stock")
+	// ErrFenced: a conditional update found the row no longer in the state the caller owned.
+	ErrFenced = errors.New("fenced: the row changed under us")
+)
+
+// DB is the MySQL handle. Every timestamp it writes and reads is UTC.
+type DB struct {
+	x *sqlx.DB
+}
+
+// Open connects with the session settings paygw relies on and checks the server answers.
+func Open(ctx context.Context, dsn string, maxOpen int) (*DB, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, errors.New("mysql.dsn is not a valid DSN")
+	}
+	cfg.ParseTime = true
+	cfg.Loc = time.UTC
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["time_zone"] = "'+00:00'"
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 3 * time.Second
+	}
+	// READ COMMITTED: a conditional update and the read that follows it see the latest committed
+	// row, and no gap locks turn concurrent first inserts into deadlocks. MariaDB before 11.1 names
+	// the session variable tx_isolation, MySQL 8 only transaction_isolation: try one, then the other.
+	var lastErr error
+	for _, name := range []string{"tx_isolation", "transaction_isolation"} {
+		cfg.Params[name] = "'READ-COMMITTED'"
+		db, err := open(ctx, cfg, maxOpen)
+		if err == nil {
+			return db, nil
+		}
+		delete(cfg.Params, name)
+		lastErr = err
+		var me *mysql.MySQLError
+		if !errors.As(err, &me) || me.Number != 1193 { // 1193: unknown system variable
+			break
+		}
+	}
+	return nil, fmt.Errorf("mysql at %s: %w", cfg.Addr, lastErr)
+}
+
+func open(ctx context.Context, cfg *mysql.Config, maxOpen int) (*DB, error) {
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, err
+	}
+	x := sqlx.NewDb(sql.OpenDB(connector), "mysql")
+	x.SetMaxOpenConns(maxOpen)
+	x.SetMaxIdleConns(maxOpen)
+	x.SetConnMaxLifetime(30 * time.Minute)
+	db := &DB{x: x}
+	if err := db.Ping(ctx); err != nil {
+		x.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+func (db *DB) Close() error { return db.x.Close() }
+
+// Ping reports whether MySQL answers within the context.
+func (db *DB) Ping(ctx context.Context) error { return db.x.PingContext(ctx) }
+
+// Migrate applies every embedded migration not yet applied.
+func (db *DB) Migrate(ctx context.Context) error {
+	p, err := db.migrator()
+	if err != nil {
+		return err
+	}
+	_, err = p.Up(ctx)
+	return err
+}
+
+// MigrationStatus lists each migration with whether it is applied.
+func (db *DB) MigrationStatus(ctx context.Context) ([]*goose.MigrationStatus, error) {
+	p, err := db.migrator()
+	if err != nil {
+		return nil, err
+	}
+	return p.Status(ctx)
+}
+
+func (db *DB) migrator() (*goose.Provider, error) {
+	return goose.NewProvider(goose.DialectMySQL, db.x.DB, migrations.FS)
+}
+
+// Tx is one MySQL transaction; its methods are the statements the callers compose.
+type Tx struct {
+	x *sqlx.Tx
+}
+
+const maxTxAttempts = 4
+
+// InTx runs fn in one transaction and commits it. Deadlocks (1213) and lock-wait timeouts (1205)
+// roll back and run fn again a few times; fn must therefore only touch the database through tx.
+func (db *DB) InTx(ctx context.Context, fn func(tx *Tx) error) error {
+	var err error
+	for attempt := 1; ; attempt++ {
+		err = db.tryTx(ctx, fn)
+		if err == nil || !isTransient(err) || attempt == maxTxAttempts {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(time.Duration(attempt*attempt) * 5 * time.Millisecond):
+		}
+	}
+}
+
+func (db *DB) tryTx(ctx context.Context, fn func(tx *Tx) error) error {
+	x, err := db.x.BeginTxx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(&Tx{x: x}); err != nil {
+		_ = x.Rollback() // the error that made us roll back is the one worth reporting
+		return err
+	}
+	return x.Commit()
+}
+
+func isTransient(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205)
+}
+
+func isDuplicate(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1062
+}
+
+func notFound(err error) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return ErrNotFound
+	}
+	return err
+}
