@@ -32,11 +32,18 @@ type Applier struct {
 	guardTTL time.Duration
 	log      zerolog.Logger
 	now      func() time.Time
+
+	// TwinWait bounds how long a notification waits for an in-flight twin before it answers
+	// "retry" (DefaultTwinWait unless changed before use).
+	TwinWait time.Duration
 }
+
+// DefaultTwinWait is short next to every channel's reply timeout (UnionPay's 10 s is the least).
+const DefaultTwinWait = time.Second
 
 // New builds an Applier; guardTTL is idempotency.redis_ttl.
 func New(db *repository.DB, g *guard.Guard, guardTTL time.Duration, log zerolog.Logger) *Applier {
-	return &Applier{db: db, guard: g, guardTTL: guardTTL, log: log, now: time.Now}
+	return &Applier{db: db, guard: g, guardTTL: guardTTL, log: log, now: time.Now, TwinWait: DefaultTwinWait}
 }
 
 // Apply applies a verified event and returns what happened. A nil error means the outcome is
@@ -59,9 +66,9 @@ func (a *Applier) Apply(ctx context.Context, ev payment.Event) (payment.Outcome,
 		}
 	}
 
-	lock, err := a.guard.Acquire(ctx, "trade:"+ev.TradeNo, a.guardTTL)
-	if errors.Is(err, guard.ErrHeld) {
-		return "", ErrInFlight
+	lock, repeat, err := a.acquire(ctx, ev.TradeNo, key)
+	if repeat || err != nil {
+		return payment.OutcomeRepeat, err
 	}
 	defer lock.Release(context.WithoutCancel(ctx)) // nil (Redis down) releases nothing
 
@@ -86,6 +93,31 @@ func (a *Applier) Apply(ctx context.Context, ev payment.Event) (payment.Outcome,
 	}
 	a.guard.MarkDone(context.WithoutCancel(ctx), key, string(outcome), doneTTL)
 	return outcome, nil
+}
+
+// acquire takes the trade's guard. When a twin holds it, it waits up to TwinWait for the twin's
+// done marker (repeat) or for the guard to come free, then gives up with ErrInFlight: channels
+// often send the same notification twice at once, and answering the second one with success a
+// few milliseconds later spares a retry. With Redis down it returns a nil lock and no error.
+func (a *Applier) acquire(ctx context.Context, tradeNo, key string) (lock *guard.Lock, repeat bool, err error) {
+	deadline := time.Now().Add(a.TwinWait)
+	for pause := 2 * time.Millisecond; ; pause = min(2*pause, 50*time.Millisecond) {
+		lock, err := a.guard.Acquire(ctx, "trade:"+tradeNo, a.guardTTL)
+		if !errors.Is(err, guard.ErrHeld) {
+			return lock, false, nil // taken, or Redis is down: carry on
+		}
+		if _, done, _ := a.guard.Done(ctx, key); done {
+			return nil, true, nil
+		}
+		if time.Now().Add(pause).After(deadline) {
+			return nil, false, ErrInFlight
+		}
+		select {
+		case <-ctx.Done():
+			return nil, false, ErrInFlight
+		case <-time.After(pause):
+		}
+	}
 }
 
 // errUnknownOrder rolls the transaction back: nothing is written for an unknown trade_no, so the

@@ -1,0 +1,299 @@
+package channels
+
+import (
+	"bytes"
+	"crypto"
+	"crypto/rsa"
+	"crypto/sha1"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/paygw/paygw/payment"
+)
+
+// Alipay verifies Alipay's asynchronous trade notifications (public-key mode) and renders the
+// replies Alipay expects.
+type Alipay struct {
+	appID    string
+	sellerID string // "" = not checked
+	key      *rsa.PublicKey
+}
+
+// NewAlipay returns a verifier for notifications to appID, signed with Alipay's public key.
+// sellerID is checked when not empty. A nil key is a wiring bug and panics here, not per request.
+func NewAlipay(appID, sellerID string, key *rsa.PublicKey) *Alipay {
+	if key == nil {
+		panic("channels: NewAlipay: nil public key")
+	}
+	return &Alipay{appID: appID, sellerID: sellerID, key: key}
+}
+
+// Name is the channel name stored with every event.
+func (a *Alipay) Name() string { return "alipay" }
+
+// alipayTimeLayout is how Alipay writes times, in Asia/Shanghai.
+const alipayTimeLayout = "2006-01-02 15:04:05"
+
+// Verify checks the form body of an Alipay notification and maps it to an event. header and now
+// are unused: Alipay signs the body alone and sends no timestamp to bound.
+//
+// Errors: ErrMalformed for an unparseable body or a missing or invalid field, ErrUnsupported for
+// a charset other than UTF-8 or a sign_type other than RSA2/RSA, ErrBadSignature when sign is
+// missing or does not verify, ErrNotOurs when app_id or (if configured) seller_id differ. Identity
+// and fields are only looked at once the signature holds.
+func (a *Alipay) Verify(body []byte, header http.Header, now time.Time) (payment.Event, error) {
+	params, err := parseAlipayForm(body)
+	if err != nil {
+		return payment.Event{}, err
+	}
+	if err := a.checkSignature(params); err != nil {
+		return payment.Event{}, err
+	}
+	if !equalConstantTime(params["app_id"], a.appID) {
+		return payment.Event{}, fmt.Errorf("%w: alipay: app_id differs from ours", ErrNotOurs)
+	}
+	if a.sellerID != "" && !equalConstantTime(params["seller_id"], a.sellerID) {
+		return payment.Event{}, fmt.Errorf("%w: alipay: seller_id differs from ours", ErrNotOurs)
+	}
+	return alipayEvent(params, body)
+}
+
+// parseAlipayForm reads the x-www-form-urlencoded body into a map, refusing what a form encoder
+// would never produce: duplicate or empty names, bad escapes, non-UTF-8 text.
+func parseAlipayForm(body []byte) (map[string]string, error) {
+	if len(body) == 0 {
+		return nil, fmt.Errorf("%w: alipay: empty body", ErrMalformed)
+	}
+	// The url package's error quotes a piece of the input; the reason alone is enough here.
+	values, err := url.ParseQuery(string(body))
+	if err != nil {
+		return nil, fmt.Errorf("%w: alipay: body is not a valid form", ErrMalformed)
+	}
+	params := make(map[string]string, len(values))
+	for k, vs := range values {
+		switch {
+		case k == "":
+			return nil, fmt.Errorf("%w: alipay: parameter without a name", ErrMalformed)
+		case len(vs) != 1:
+			return nil, fmt.Errorf("%w: alipay: duplicate parameter %s", ErrMalformed, quote(k))
+		}
+		params[k] = vs[0]
+	}
+
+	// Checked before the UTF-8 test so that a GBK notification says why it is refused.
+	if cs := params["charset"]; cs != "" && !strings.EqualFold(cs, "utf-8") {
+		return nil, fmt.Errorf("%w: alipay: charset %s", ErrUnsupported, quote(cs))
+	}
+	for k, v := range params {
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			return nil, fmt.Errorf("%w: alipay: parameter %s is not UTF-8", ErrMalformed, quote(k))
+		}
+	}
+	return params, nil
+}
+
+func (a *Alipay) checkSignature(params map[string]string) error {
+	sign := params["sign"]
+	if sign == "" {
+		return fmt.Errorf("%w: alipay: sign missing", ErrBadSignature)
+	}
+
+	msg := []byte(alipaySignedString(params))
+	var hash crypto.Hash
+	var digest []byte
+	switch st := params["sign_type"]; st {
+	case "RSA2":
+		sum := sha256.Sum256(msg)
+		hash, digest = crypto.SHA256, sum[:]
+	case "RSA": // legacy SHA1withRSA, still sent to old applications
+		sum := sha1.Sum(msg)
+		hash, digest = crypto.SHA1, sum[:]
+	default:
+		return fmt.Errorf("%w: alipay: sign_type %s", ErrUnsupported, quote(st))
+	}
+
+	sig, err := base64.StdEncoding.DecodeString(sign)
+	if err != nil {
+		return fmt.Errorf("%w: alipay: sign is not base64", ErrBadSignature)
+	}
+	if err := rsa.VerifyPKCS1v15(a.key, hash, digest, sig); err != nil {
+		return fmt.Errorf("%w: alipay: sign does not match", ErrBadSignature)
+	}
+	return nil
+}
+
+// alipaySignedString is what Alipay signs: every received parameter but sign and sign_type,
+// empty values left out, sorted by key in byte order, as k=v joined by &, values decoded.
+// It is built from the received map, so fields we do not know (fund_bill_list, ...) count too.
+func alipaySignedString(params map[string]string) string {
+	keys := make([]string, 0, len(params))
+	for k, v := range params {
+		if k == "sign" || k == "sign_type" || v == "" {
+			continue
+		}
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte('&')
+		}
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(params[k])
+	}
+	return b.String()
+}
+
+// alipayEvent maps verified parameters to an event.
+func alipayEvent(params map[string]string, body []byte) (payment.Event, error) {
+	ev := payment.Event{
+		Channel:  "alipay",
+		Currency: "CNY", // Alipay's total_amount is always in yuan
+		Raw:      bytes.Clone(body),
+	}
+
+	var err error
+	if ev.NotifyID, err = requiredField(params, "notify_id", 128); err != nil {
+		return payment.Event{}, err
+	}
+	if ev.ChannelTxnID, err = requiredField(params, "trade_no", 64); err != nil {
+		return payment.Event{}, err
+	}
+	ev.TradeNo = params["out_trade_no"]
+	if !validTradeNo(ev.TradeNo) {
+		return payment.Event{}, fmt.Errorf("%w: alipay: out_trade_no missing or not 1-64 of [A-Za-z0-9_-]", ErrMalformed)
+	}
+	if ev.AmountFen, err = ParseYuan(params["total_amount"]); err != nil {
+		return payment.Event{}, fmt.Errorf("alipay: total_amount: %w", err)
+	}
+	if v := params["gmt_payment"]; v != "" {
+		// Fixed UTC+8 (China keeps no DST), so no tzdata is needed.
+		shanghai := time.FixedZone("CST", 8*3600)
+		if ev.PaidAt, err = time.ParseInLocation(alipayTimeLayout, v, shanghai); err != nil {
+			return payment.Event{}, fmt.Errorf("%w: alipay: gmt_payment is not %q", ErrMalformed, alipayTimeLayout)
+		}
+	}
+
+	ev.Status = params["trade_status"]
+	switch ev.Status {
+	case "TRADE_SUCCESS", "TRADE_FINISHED":
+		ev.Kind = payment.KindPaid
+		// A partial refund re-sends the trade's status with refund fields: not a second payment.
+		if params["refund_fee"] != "" || params["gmt_refund"] != "" {
+			ev.Kind = payment.KindRefund
+		}
+	case "TRADE_CLOSED":
+		ev.Kind = payment.KindClosed
+	case "WAIT_BUYER_PAY":
+		ev.Kind = payment.KindPending
+	default:
+		return payment.Event{}, fmt.Errorf("%w: alipay: trade_status %s", ErrMalformed, quote(ev.Status))
+	}
+	return ev, nil
+}
+
+// Reply renders the answer Alipay understands: exactly "success" stops its retries, anything else
+// ("fail") makes it deliver again. A refusal is still answered 4xx so our own logs tell it apart.
+func (a *Alipay) Reply(r payment.Reply) Response {
+	const contentType = "text/plain; charset=utf-8"
+	switch r {
+	case payment.ReplySuccess:
+		return Response{Status: http.StatusOK, ContentType: contentType, Body: []byte("success")}
+	case payment.ReplyRefuse:
+		return Response{Status: http.StatusBadRequest, ContentType: contentType, Body: []byte("fail")}
+	default: // ReplyRetry, and anything unknown: a redelivery is never lost money
+		return Response{Status: http.StatusServiceUnavailable, ContentType: contentType, Body: []byte("fail")}
+	}
+}
+
+// maxFen bounds any single amount (one billion yuan): larger is a parsing accident, not a trade.
+const maxFen = 100_000_000_000
+
+// ParseYuan parses a yuan amount as Alipay writes it ("88.88", "1", "0.5") into fen, exactly and
+// without floating point. It accepts only ASCII digits, without sign or leading zeros (bar a lone
+// "0"), with an optional '.' followed by one or two digits; "1." and ".5" are refused. Errors wrap
+// ErrMalformed.
+func ParseYuan(s string) (int64, error) {
+	whole, frac, hasDot := strings.Cut(s, ".")
+	switch {
+	case !allDigits(whole):
+		return 0, fmt.Errorf("%w: amount %s: want digits before the point", ErrMalformed, quote(s))
+	case len(whole) > 1 && whole[0] == '0':
+		return 0, fmt.Errorf("%w: amount %s: leading zero", ErrMalformed, quote(s))
+	case hasDot && (!allDigits(frac) || len(frac) > 2):
+		return 0, fmt.Errorf("%w: amount %s: want one or two digits after the point", ErrMalformed, quote(s))
+	case len(whole) > 12: // well past maxFen, and short enough that the sum below cannot overflow
+		return 0, fmt.Errorf("%w: amount %s: too large", ErrMalformed, quote(s))
+	}
+
+	var fen int64
+	for _, c := range whole + (frac + "00")[:2] {
+		fen = fen*10 + int64(c-'0')
+	}
+	if fen > maxFen {
+		return 0, fmt.Errorf("%w: amount %s: too large", ErrMalformed, quote(s))
+	}
+	return fen, nil
+}
+
+// allDigits reports whether s is non-empty ASCII digits.
+func allDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func validTradeNo(s string) bool {
+	if len(s) < 1 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func requiredField(params map[string]string, key string, maxLen int) (string, error) {
+	v := params[key]
+	switch {
+	case v == "":
+		return "", fmt.Errorf("%w: alipay: %s missing", ErrMalformed, key)
+	case len(v) > maxLen:
+		return "", fmt.Errorf("%w: alipay: %s longer than %d bytes", ErrMalformed, key, maxLen)
+	}
+	return v, nil
+}
+
+func equalConstantTime(a, b string) bool {
+	return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
+}
+
+// quote renders untrusted text for an error message, cut short so a hostile body cannot flood
+// the logs.
+func quote(s string) string {
+	const max = 32
+	if len(s) > max {
+		return fmt.Sprintf("%q...", s[:max])
+	}
+	return fmt.Sprintf("%q", s)
+}
