@@ -144,4 +144,3 @@ func Count(tb testing.TB, dsn, query string, args ...any) int {
 	}
 	return n
 }
-

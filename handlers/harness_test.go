@@ -1,0 +1,208 @@
+package handlers
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paygw/paygw/channels"
+	"github.com/paygw/paygw/guard"
+	"github.com/paygw/paygw/internal/testenv"
+	"github.com/paygw/paygw/notify"
+	"github.com/paygw/paygw/orders"
+	"github.com/paygw/paygw/repository"
+	"github.com/paygw/paygw/simulate"
+)
+
+const (
+	testAppID  = "2021000000000001"
+	testToken  = "test-token-order-service-0001"
+	otherToken = "test-token-other-client-00002"
+)
+
+// alipayKey is the sandbox "Alipay" key pair of this test binary.
+var alipayKey = mustKey()
+
+func mustKey() *rsa.PrivateKey {
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		panic(err)
+	}
+	return k
+}
+
+// harness is one gateway on a fresh database, served over loopback.
+type harness struct {
+	t       *testing.T
+	dsn     string
+	db      *repository.DB
+	guard   *guard.Guard
+	applier *notify.Applier
+	url     string
+}
+
+type options struct {
+	dsn           string // share another harness's database (a second replica)
+	redisDown     bool
+	idemDisabled  bool
+	noOriginal    bool
+	closedDB      bool // MySQL "down": the pool is closed before serving
+	twinWait      time.Duration
+	guardOverride *guard.Guard
+	bodyLimit     int64
+}
+
+func newHarness(t *testing.T, o options) *harness {
+	t.Helper()
+	h := &harness{t: t, dsn: o.dsn}
+	if h.dsn == "" {
+		h.dsn = testenv.NewDatabase(t)
+	}
+	h.db = testenv.Open(t, h.dsn)
+	switch {
+	case o.guardOverride != nil:
+		h.guard = o.guardOverride
+	case o.redisDown:
+		h.guard = testenv.DeadGuard(t)
+	default:
+		h.guard = testenv.Guard(t)
+	}
+	log := testenv.Logger(t)
+	h.applier = notify.New(h.db, h.guard, 5*time.Second, log)
+	if o.twinWait != 0 {
+		h.applier.TwinWait = o.twinWait
+	}
+	svc := orders.New(h.db, h.guard, orders.Config{
+		Enabled: !o.idemDisabled, RedisTTL: 5 * time.Second, ReturnOriginalResult: !o.noOriginal,
+	}, log)
+	limit := o.bodyLimit
+	if limit == 0 {
+		limit = 1 << 20
+	}
+	srv := New(Config{
+		BodyLimitBytes: limit, KeyHeader: "Idempotency-Key", IdempotencyEnabled: !o.idemDisabled,
+		ReturnOriginalResult: !o.noOriginal,
+		Tokens:               []Token{{Name: "order-service", Secret: testToken}, {Name: "other", Secret: otherToken}},
+	}, h.db, h.guard, svc, h.applier, []Channel{channels.NewAlipay(testAppID, "", &alipayKey.PublicKey)}, log)
+	ts := httptest.NewServer(srv.Echo())
+	t.Cleanup(ts.Close)
+	h.url = ts.URL
+	if o.closedDB {
+		h.db.Close()
+	}
+	return h
+}
+
+type response struct {
+	code   int
+	body   string
+	header http.Header
+}
+
+func (h *harness) do(method, path, token string, header map[string]string, body string) response {
+	h.t.Helper()
+	req, err := http.NewRequest(method, h.url+path, strings.NewReader(body))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return response{code: res.StatusCode, body: string(b), header: res.Header}
+}
+
+// putStock sets a SKU's stock through the API.
+func (h *harness) putStock(sku string, num int, price int64) {
+	h.t.Helper()
+	r := h.do("PUT", "/v1/stock/"+sku, testToken, nil, `{"num":`+itoa(int64(num))+`,"price_fen":`+itoa(price)+`}`)
+	if r.code != 200 {
+		h.t.Fatalf("put stock: %d %s", r.code, r.body)
+	}
+}
+
+// seedOrder inserts a WAIT_PAY order of amount fen directly and returns its trade_no.
+func (h *harness) seedOrder(amount int64) string {
+	h.t.Helper()
+	tradeNo := orders.NewTradeNo(time.Now())
+	err := h.db.InTx(context.Background(), func(tx *repository.Tx) error {
+		return tx.InsertOrder(context.Background(), repository.Order{
+			TradeNo: tradeNo, UserID: 1, SKU: "SEED", Num: 1, AmountFen: amount, Currency: "CNY",
+			CreateTime: time.Now().UTC().Truncate(time.Millisecond),
+		}, "", "")
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return tradeNo
+}
+
+// notifyAlipay signs p with the sandbox key and posts it to /notify/alipay.
+func (h *harness) notifyAlipay(p simulate.AlipayPayment) response {
+	h.t.Helper()
+	return h.post("/notify/alipay", alipayBody(h.t, p))
+}
+
+func (h *harness) post(path string, body []byte) response {
+	h.t.Helper()
+	res, err := http.Post(h.url+path, "application/x-www-form-urlencoded", bytes.NewReader(body))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return response{code: res.StatusCode, body: string(b), header: res.Header}
+}
+
+func alipayBody(t testing.TB, p simulate.AlipayPayment) []byte {
+	t.Helper()
+	if p.AppID == "" {
+		p.AppID = testAppID
+	}
+	if p.TradeStatus == "" {
+		p.TradeStatus = "TRADE_SUCCESS"
+	}
+	if p.AlipayTxn == "" {
+		p.AlipayTxn = "2026" + p.TradeNo
+	}
+	if p.NotifyID == "" {
+		p.NotifyID = "n-" + p.AlipayTxn + "-" + p.TradeStatus
+	}
+	b, err := simulate.AlipayBody(p, alipayKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func (h *harness) count(query string, args ...any) int {
+	h.t.Helper()
+	return testenv.Count(h.t, h.dsn, query, args...)
+}
+
+func (h *harness) order(tradeNo string) repository.Order {
+	h.t.Helper()
+	o, err := h.db.GetOrder(context.Background(), tradeNo)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return o
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
