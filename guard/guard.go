@@ -48,14 +48,15 @@ type Options struct {
 // New builds a guard with short timeouts: Redis is a fast path, never worth waiting for.
 func New(o Options, log zerolog.Logger) *Guard {
 	rdb := redis.NewClient(&redis.Options{
-		Addr:         o.Addr,
-		Password:     o.Password,
-		DB:           o.DB,
-		DialTimeout:  300 * time.Millisecond,
-		ReadTimeout:  300 * time.Millisecond,
-		WriteTimeout: 300 * time.Millisecond,
-		MaxRetries:   -1, // a retry doubles the cost of an outage; the database is the fallback
-		PoolSize:     64,
+		Addr:          o.Addr,
+		Password:      o.Password,
+		DB:            o.DB,
+		DialTimeout:   300 * time.Millisecond,
+		ReadTimeout:   300 * time.Millisecond,
+		WriteTimeout:  300 * time.Millisecond,
+		MaxRetries:    -1, // a retry doubles the cost of an outage; the database is the fallback
+		DialerRetries: 1,
+		PoolSize:      64,
 	})
 	prefix := o.Prefix
 	if prefix == "" {

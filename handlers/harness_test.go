@@ -206,3 +206,7 @@ func (h *harness) order(tradeNo string) repository.Order {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+func alipayPayment(tradeNo string, fen int64) simulate.AlipayPayment {
+	return simulate.AlipayPayment{TradeNo: tradeNo, AmountFen: fen}
+}

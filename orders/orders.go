@@ -53,9 +53,10 @@ type Service struct {
 	log   zerolog.Logger
 	now   func() time.Time
 
-	// afterClaim, when set by a test, runs between the committed claim and the business
-	// transaction: the window a crash leaves a processing record behind.
-	afterClaim func()
+	// Crash points for tests: afterClaim runs between the committed claim and the business
+	// transaction, beforeCommit inside the transaction after its last statement. A crash at
+	// either must leave nothing or a processing record the sweeper fails.
+	afterClaim, beforeCommit func()
 }
 
 func New(db *repository.DB, g *guard.Guard, cfg Config, log zerolog.Logger) *Service {
@@ -125,14 +126,17 @@ func (s *Service) Create(ctx context.Context, r Request) (Result, error) {
 		s.afterClaim()
 	}
 	res, err := s.create(ctx, r, &c)
-	if err != nil && !errors.Is(err, repository.ErrFenced) {
+	switch {
+	case errors.Is(err, repository.ErrFenced), errors.Is(err, repository.ErrDuplicate):
+		// The sweeper failed our claim and a retry took it over (the fence), or that retry
+		// already committed the key's order (uk_order_idem). Ours rolled back: the client's
+		// next try gets the winner's result.
+		return Result{}, ErrInFlight
+	case err != nil:
 		// Our own failure is not final: free the key for a retry now rather than after the sweep.
 		if ferr := s.db.FailClaim(context.WithoutCancel(ctx), c.id, c.token); ferr != nil {
 			s.log.Warn().Err(ferr).Msg("could not fail the claim; the sweeper will")
 		}
-	}
-	if errors.Is(err, repository.ErrFenced) {
-		return Result{}, ErrInFlight // the sweeper or a new owner took the claim: ask for a retry
 	}
 	return res, err
 }
@@ -207,10 +211,15 @@ func (s *Service) create(ctx context.Context, r Request, c *claim) (Result, erro
 		if err != nil {
 			return err
 		}
-		if c == nil {
-			return nil
+		if c != nil {
+			if err := tx.CompleteRecord(ctx, c.id, c.token, res.Code, res.Body); err != nil {
+				return err
+			}
 		}
-		return tx.CompleteRecord(ctx, c.id, c.token, res.Code, res.Body)
+		if s.beforeCommit != nil {
+			s.beforeCommit()
+		}
+		return nil
 	})
 	return res, err
 }

@@ -142,8 +142,9 @@ func (db *DB) tryTx(ctx context.Context, fn func(tx *Tx) error) error {
 	if err != nil {
 		return err
 	}
+	// Rollback after Commit is a no-op; deferred, it also ends the transaction if fn panics.
+	defer x.Rollback() //nolint:errcheck // the error that made us roll back is the one worth reporting
 	if err := fn(&Tx{x: x}); err != nil {
-		_ = x.Rollback() // the error that made us roll back is the one worth reporting
 		return err
 	}
 	return x.Commit()

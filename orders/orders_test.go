@@ -1,0 +1,144 @@
+package orders
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/paygw/paygw/internal/testenv"
+	"github.com/paygw/paygw/repository"
+)
+
+// crash stands for the process dying: a panic unwinds without running our error paths (no
+// FailClaim), and the deferred rollback plays the part of MySQL dropping the dead connection.
+type crash struct{}
+
+func createOrCrash(s *Service, r Request) (res Result, err error, crashed bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			if _, ok := v.(crash); !ok {
+				panic(v)
+			}
+			crashed = true
+		}
+	}()
+	res, err = s.Create(context.Background(), r)
+	return res, err, false
+}
+
+func TestCrashBetweenClaimAndCommitThenSweep(t *testing.T) {
+	points := map[string]func(s *Service, f func()){
+		"after claim":   func(s *Service, f func()) { s.afterClaim = f },
+		"before commit": func(s *Service, f func()) { s.beforeCommit = f },
+	}
+	for name, setHook := range points {
+		t.Run(name, func(t *testing.T) {
+			dsn := testenv.NewDatabase(t)
+			db := testenv.Open(t, dsn)
+			ctx := context.Background()
+			if err := db.PutStock(ctx, repository.Stock{SKU: "A-100", Num: 5, PriceFen: 1999}); err != nil {
+				t.Fatal(err)
+			}
+			s := New(db, testenv.Guard(t), Config{Enabled: true, RedisTTL: time.Second, ReturnOriginalResult: true}, testenv.Logger(t))
+			canonical, _ := Canonical([]byte(`{"user_id":1,"sku":"A-100","num":1}`))
+			order, err := ParseNewOrder(canonical)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := Request{Scope: "order-service", Key: "crash-1", Hash: RequestHash("POST", "/v1/orders", canonical), Order: order}
+
+			setHook(s, func() { panic(crash{}) })
+			if _, _, crashed := createOrCrash(s, req); !crashed {
+				t.Fatal("the crash hook did not run")
+			}
+			setHook(s, nil)
+			if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM orders`); n != 0 {
+				t.Fatalf("orders after the crash = %d, want 0", n)
+			}
+			if n := testenv.Count(t, dsn, `SELECT num FROM stock WHERE sku = 'A-100'`); n != 5 {
+				t.Fatalf("stock after the crash = %d, want 5", n)
+			}
+			if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM idempotent_record WHERE status = 0`); n != 1 {
+				t.Fatalf("processing records after the crash = %d, want 1", n)
+			}
+
+			// Until the sweeper runs, the key is in flight (a retry must not double the work).
+			if _, err := s.Create(ctx, req); !errors.Is(err, ErrInFlight) {
+				t.Fatalf("retry before the sweep: %v, want ErrInFlight", err)
+			}
+			// The sweeper leaves a record younger than its timeout alone, fails an older one.
+			if n, err := db.SweepProcessing(ctx, 10*time.Minute); err != nil || n != 0 {
+				t.Fatalf("sweep with a long timeout: %d, %v", n, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+			if n, err := db.SweepProcessing(ctx, 10*time.Millisecond); err != nil || n != 1 {
+				t.Fatalf("sweep: %d, %v; want 1", n, err)
+			}
+
+			// The retry takes the failed record over and runs once.
+			res, err := s.Create(ctx, req)
+			if err != nil || res.Code != 201 || res.Replayed {
+				t.Fatalf("retry after the sweep: %+v, %v", res, err)
+			}
+			again, err := s.Create(ctx, req)
+			if err != nil || !again.Replayed || string(again.Body) != string(res.Body) {
+				t.Fatalf("repeat after the retry: %+v, %v", again, err)
+			}
+			if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM orders`); n != 1 {
+				t.Fatalf("orders = %d, want exactly 1", n)
+			}
+			if n := testenv.Count(t, dsn, `SELECT num FROM stock WHERE sku = 'A-100'`); n != 4 {
+				t.Fatalf("stock = %d, want 4", n)
+			}
+			if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM idempotent_record WHERE status = 1`); n != 1 {
+				t.Fatalf("success records = %d, want 1", n)
+			}
+		})
+	}
+}
+
+func TestFencedCompletionRollsBack(t *testing.T) {
+	// The sweeper fails a slow request's claim and a retry takes it over. When the slow one
+	// finally commits, either uk_order_idem (the retry already inserted the key's order) or the
+	// record's fence (the retry's result was a refusal) rolls its writes back.
+	for name, stock := range map[string]int{"order key holds": 5, "fence holds": 1} {
+		t.Run(name, func(t *testing.T) {
+			dsn := testenv.NewDatabase(t)
+			db := testenv.Open(t, dsn)
+			ctx := context.Background()
+			if err := db.PutStock(ctx, repository.Stock{SKU: "A-100", Num: stock, PriceFen: 100}); err != nil {
+				t.Fatal(err)
+			}
+			s := New(db, testenv.DeadGuard(t), Config{Enabled: true, RedisTTL: time.Second, ReturnOriginalResult: true}, testenv.Logger(t))
+			canonical, _ := Canonical([]byte(`{"user_id":1,"sku":"A-100","num":1}`))
+			order, _ := ParseNewOrder(canonical)
+			req := Request{Scope: "svc", Key: "slow", Hash: RequestHash("POST", "/v1/orders", canonical), Order: order}
+
+			var retried Result
+			s.afterClaim = func() {
+				s.afterClaim = nil
+				time.Sleep(20 * time.Millisecond)
+				if _, err := db.SweepProcessing(ctx, 10*time.Millisecond); err != nil {
+					t.Error(err)
+				}
+				var err error
+				if retried, err = s.Create(ctx, req); err != nil || retried.Code != 201 {
+					t.Errorf("the retry: %+v, %v", retried, err)
+				}
+			}
+			if _, err := s.Create(ctx, req); !errors.Is(err, ErrInFlight) {
+				t.Fatalf("the slow request: %v, want ErrInFlight (fenced)", err)
+			}
+			if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM orders`); n != 1 {
+				t.Fatalf("orders = %d, want 1", n)
+			}
+			if n := testenv.Count(t, dsn, `SELECT num FROM stock WHERE sku = 'A-100'`); n != stock-1 {
+				t.Fatalf("stock = %d, want %d", n, stock-1)
+			}
+			if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM idempotent_record WHERE status = 1 AND response_code = 201`); n != 1 {
+				t.Fatalf("records holding the 201 = %d, want 1", n)
+			}
+		})
+	}
+}
