@@ -145,7 +145,7 @@ func Load(path string, environ []string) (*Config, error) {
 		TagName:          "koanf",
 	}})
 	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		return nil, fmt.Errorf("config: %s", decodeMessage(err))
 	}
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -244,7 +244,49 @@ func (c *Config) Validate() error {
 			bad("channels.alipay.alipay_public_key_file", "exactly one of it and channels.alipay.alipay_public_key must be set")
 		}
 	}
-	return errors.Join(errs...)
+	if len(errs) == 0 {
+		return nil
+	}
+	return oneLine(errs)
+}
+
+// oneLine joins errors with "; " so a refusal at start is one line of the log.
+type oneLine []error
+
+func (e oneLine) Error() string {
+	msgs := make([]string, len(e))
+	for i, err := range e {
+		msgs[i] = err.Error()
+	}
+	return strings.Join(msgs, "; ")
+}
+
+func (e oneLine) Unwrap() []error { return e }
+
+// decodeMessage renders mapstructure's multi-line report as one line naming each key, e.g.
+// "http has invalid keys: adress".
+func decodeMessage(err error) string {
+	var msgs []string
+	var walk func(error)
+	walk = func(err error) {
+		if de, ok := err.(*mapstructure.DecodeError); ok {
+			msgs = append(msgs, de.Name()+" "+de.Unwrap().Error())
+			return
+		}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				walk(e)
+			}
+			return
+		}
+		if u := errors.Unwrap(err); u != nil {
+			walk(u)
+			return
+		}
+		msgs = append(msgs, strings.Join(strings.Fields(err.Error()), " "))
+	}
+	walk(err)
+	return strings.Join(msgs, "; ")
 }
 
 // Masked renders the effective configuration for the start-up log with every secret hidden.

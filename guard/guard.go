@@ -91,7 +91,7 @@ func (g *Guard) Acquire(ctx context.Context, name string, ttl time.Duration) (*L
 	l := &Lock{g: g, key: g.prefix + "lock:" + name, token: newToken()}
 	ok, err := g.rdb.SetNX(ctx, l.key, l.token, ttl).Result()
 	if err != nil {
-		return nil, g.failed(err)
+		return nil, g.failed(ctx, err)
 	}
 	if !ok {
 		return nil, ErrHeld
@@ -109,7 +109,7 @@ func (l *Lock) Release(ctx context.Context) {
 		return
 	}
 	if err := release.Run(ctx, l.g.rdb, []string{l.key}, l.token).Err(); err != nil && !errors.Is(err, redis.Nil) {
-		_ = l.g.failed(err)
+		_ = l.g.failed(ctx, err)
 	}
 }
 
@@ -124,7 +124,7 @@ func (g *Guard) Done(ctx context.Context, name string) (string, bool, error) {
 		return "", false, nil
 	}
 	if err != nil {
-		return "", false, g.failed(err)
+		return "", false, g.failed(ctx, err)
 	}
 	return v, true, nil
 }
@@ -136,7 +136,7 @@ func (g *Guard) MarkDone(ctx context.Context, name, value string, ttl time.Durat
 		return
 	}
 	if err := g.rdb.Set(ctx, g.prefix+"done:"+name, value, ttl).Err(); err != nil {
-		_ = g.failed(err)
+		_ = g.failed(ctx, err)
 	}
 }
 
@@ -146,8 +146,12 @@ func (g *Guard) skipping() bool {
 	return time.Now().Before(g.downUntil)
 }
 
-// failed starts a skip interval and warns once for it.
-func (g *Guard) failed(err error) error {
+// failed starts a skip interval and warns once for it. A request that gave up (its context
+// ended) says nothing about Redis and starts no interval.
+func (g *Guard) failed(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ErrUnavailable
+	}
 	g.mu.Lock()
 	now := time.Now()
 	warn := !now.Before(g.downUntil)
@@ -163,4 +167,14 @@ func newToken() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
 	return hex.EncodeToString(b[:])
+}
+
+// LibraryLogger routes go-redis's own messages (dial failures, pool notices) into log at debug
+// level: the guard already warns once per outage in its own words. Pass it to redis.SetLogger.
+func LibraryLogger(log zerolog.Logger) libraryLogger { return libraryLogger{log} }
+
+type libraryLogger struct{ log zerolog.Logger }
+
+func (l libraryLogger) Printf(_ context.Context, format string, v ...any) {
+	l.log.Debug().Msgf(format, v...)
 }

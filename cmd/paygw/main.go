@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
 	"github.com/paygw/paygw/channels"
@@ -165,6 +166,7 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 		return err
 	}
 	defer db.Close()
+	redis.SetLogger(guard.LibraryLogger(log))
 	g := guard.New(guard.Options{Addr: cfg.Redis.Addr, Password: cfg.Redis.Password, DB: cfg.Redis.DB}, log)
 	defer g.Close()
 	if err := g.Ping(ctx); err != nil {
