@@ -309,3 +309,19 @@ func TestAcquireConcurrent(t *testing.T) {
 		t.Fatalf("%d acquired and %d got ErrHeld; want 1 and %d", won.Load(), held.Load(), n-1)
 	}
 }
+
+func TestCancelledRequestDoesNotMarkRedisDown(t *testing.T) {
+	g := testenv.Guard(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := g.Acquire(ctx, "x", time.Second); err == nil {
+		t.Fatal("Acquire with a cancelled context succeeded")
+	}
+	g.MarkDone(ctx, "x", "v", time.Second)
+	// The client gave up; Redis is healthy and the next request must still use it.
+	l, err := g.Acquire(context.Background(), "x", time.Second)
+	if err != nil {
+		t.Fatalf("Acquire after a cancelled request = %v; want a lock", err)
+	}
+	l.Release(context.Background())
+}

@@ -1,0 +1,366 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// writeConfig puts body into a fresh YAML file for this test and returns its path.
+func writeConfig(tb testing.TB, body string) string {
+	tb.Helper()
+	p := filepath.Join(tb.TempDir(), "paygw.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return p
+}
+
+// wantDefaults is the configuration an empty file yields, spelled out rather than taken from
+// defaults() so that a changed default is a visible decision.
+func wantDefaults() Config {
+	return Config{
+		HTTP: HTTP{Addr: "127.0.0.1:8080", BodyLimitBytes: 1 << 20, ShutdownTimeout: 10 * time.Second},
+		Log:  Log{Level: "info", Format: "json"},
+		MySQL: MySQL{
+			DSN:          "root@tcp(127.0.0.1:3306)/paygw?parseTime=true&loc=UTC",
+			MaxOpenConns: 32,
+		},
+		Redis: Redis{Addr: "127.0.0.1:6379"},
+		Idempotency: Idempotency{
+			Enabled:               true,
+			KeyHeader:             "Idempotency-Key",
+			RedisTTL:              30 * time.Second,
+			DBTimeoutCleanSeconds: 600,
+			ReturnOriginalResult:  true,
+		},
+	}
+}
+
+const issueBlock = `idempotency:
+  enabled: true
+  key_header: Idempotency-Key
+  redis_ttl: 30s
+  db_timeout_clean_seconds: 600
+  return_original_result: true
+`
+
+func TestLoad(t *testing.T) {
+	tests := map[string]struct {
+		yaml    string // written to a temp file; ignored when path is set
+		path    string
+		environ []string
+		want    func(c *Config) // edits wantDefaults() into the expected result
+	}{
+		"empty file gives defaults": {
+			yaml: "# nothing but a comment\n",
+			want: func(c *Config) {},
+		},
+		"empty map gives defaults": {
+			yaml: "{}\n",
+			want: func(c *Config) {},
+		},
+		"shipped paygw.yaml": {
+			path: "paygw.yaml",
+			want: func(c *Config) { c.Channels.Alipay.AppID = "2021000000000000" },
+		},
+		"issue block loads unchanged": {
+			yaml: issueBlock,
+			want: func(c *Config) {},
+		},
+		"issue block with other values": {
+			yaml: strings.NewReplacer("30s", "45s", "600", "120", "enabled: true", "enabled: false").Replace(issueBlock),
+			want: func(c *Config) {
+				c.Idempotency.Enabled = false
+				c.Idempotency.RedisTTL = 45 * time.Second
+				c.Idempotency.DBTimeoutCleanSeconds = 120
+			},
+		},
+		"file values": {
+			yaml: `
+http: {addr: ":9090", body_limit_bytes: 4096, shutdown_timeout: 3s}
+log: {level: debug, format: console}
+redis: {addr: "redis:6380", password: pw, db: 3}
+auth:
+  api_tokens:
+    - {name: shop-a, token: 0123456789abcdef}
+    - {name: shop_b, token: fedcba9876543210}
+channels:
+  alipay: {enabled: true, app_id: "2021", alipay_public_key_file: /keys/alipay.pem}
+`,
+			want: func(c *Config) {
+				c.HTTP = HTTP{Addr: ":9090", BodyLimitBytes: 4096, ShutdownTimeout: 3 * time.Second}
+				c.Log = Log{Level: "debug", Format: "console"}
+				c.Redis = Redis{Addr: "redis:6380", Password: "pw", DB: 3}
+				c.Auth.APITokens = []APIToken{
+					{Name: "shop-a", Token: "0123456789abcdef"},
+					{Name: "shop_b", Token: "fedcba9876543210"},
+				}
+				c.Channels.Alipay = Alipay{Enabled: true, AppID: "2021", AlipayPublicKeyFile: "/keys/alipay.pem"}
+			},
+		},
+		"env overrides file": {
+			yaml: `
+log: {level: debug}
+mysql: {dsn: "root@tcp(file:3306)/fromfile"}
+http: {body_limit_bytes: 4096}
+idempotency: {redis_ttl: 10s}
+`,
+			environ: []string{
+				"PAYGW_MYSQL__DSN=app:pw@tcp(db:3306)/fromenv?parseTime=true",
+				"PAYGW_IDEMPOTENCY__REDIS_TTL=5s",
+				"PAYGW_HTTP__BODY_LIMIT_BYTES=2048",
+			},
+			want: func(c *Config) {
+				c.Log.Level = "debug" // from the file, not overridden
+				c.MySQL.DSN = "app:pw@tcp(db:3306)/fromenv?parseTime=true"
+				c.Idempotency.RedisTTL = 5 * time.Second
+				c.HTTP.BodyLimitBytes = 2048
+			},
+		},
+		"env without __ and foreign env are not keys": {
+			yaml: "{}\n",
+			environ: []string{
+				"PAYGW_CONFIG=/etc/paygw.yaml",
+				"PAYGW_TEST_MYSQL_DSN=root@tcp(127.0.0.1:3306)/",
+				"PAYGW_TEST_REDIS_ADDR=127.0.0.1:6379",
+				"HOME=/root",
+				"MYSQL__DSN=not-ours",
+				"garbage-without-equals",
+			},
+			want: func(c *Config) {},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			path := tc.path
+			if path == "" {
+				path = writeConfig(t, tc.yaml)
+			}
+			got, err := Load(path, tc.environ)
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			want := wantDefaults()
+			tc.want(&want)
+			if len(got.Auth.APITokens) == 0 {
+				got.Auth.APITokens = nil // `api_tokens: []` and no key at all mean the same
+			}
+			if !reflect.DeepEqual(*got, want) {
+				t.Errorf("Load:\n got %+v\nwant %+v", *got, want)
+			}
+		})
+	}
+}
+
+func TestLoadRefuses(t *testing.T) {
+	const secret = "Hunter2Secret"
+	tests := map[string]struct {
+		yaml    string
+		environ []string
+		want    []string // substrings the error must contain
+		hide    []string // substrings it must not
+	}{
+		"missing file": {
+			yaml: "-", // not written
+			want: []string{"config file"},
+		},
+		"unknown nested key in file": {
+			yaml: "idempotency: {redis_ttll: 5s}\n",
+			want: []string{"idempotency", "redis_ttll"},
+		},
+		"unknown top-level key in file": {
+			yaml: "foo: 1\n",
+			want: []string{"foo"},
+		},
+		"unknown key via env": {
+			yaml:    "{}\n",
+			environ: []string{"PAYGW_HTTP__NOPE=1"},
+			want:    []string{"http", "nope"},
+		},
+		"log level": {
+			yaml: "log: {level: loud}\n",
+			want: []string{"log.level", "loud"},
+		},
+		"log format": {
+			yaml: "log: {format: xml}\n",
+			want: []string{"log.format", "xml"},
+		},
+		"body limit too small": {
+			yaml: "http: {body_limit_bytes: 10}\n",
+			want: []string{"http.body_limit_bytes", "10"},
+		},
+		"body limit too small via env": {
+			yaml:    "{}\n",
+			environ: []string{"PAYGW_HTTP__BODY_LIMIT_BYTES=1023"},
+			want:    []string{"http.body_limit_bytes", "1023"},
+		},
+		"empty http addr": {
+			yaml: `http: {addr: ""}` + "\n",
+			want: []string{"http.addr"},
+		},
+		"redis ttl unparsable": {
+			yaml: "idempotency: {redis_ttl: abc}\n",
+			want: []string{"idempotency.redis_ttl", "invalid duration"},
+		},
+		"redis ttl unparsable via env": {
+			yaml:    "{}\n",
+			environ: []string{"PAYGW_IDEMPOTENCY__REDIS_TTL=abc"},
+			want:    []string{"idempotency.redis_ttl", "invalid duration"},
+		},
+		"redis ttl too short": {
+			yaml: "idempotency: {redis_ttl: 1ms}\n",
+			want: []string{"idempotency.redis_ttl", "100ms"},
+		},
+		"db timeout clean zero": {
+			yaml: "idempotency: {db_timeout_clean_seconds: 0}\n",
+			want: []string{"idempotency.db_timeout_clean_seconds"},
+		},
+		"key header not a header name": {
+			yaml: `idempotency: {key_header: "Idem Key"}` + "\n",
+			want: []string{"idempotency.key_header"},
+		},
+		"redis db out of range": {
+			yaml: "redis: {db: 16}\n",
+			want: []string{"redis.db"},
+		},
+		"max open conns zero": {
+			yaml: "mysql: {max_open_conns: 0}\n",
+			want: []string{"mysql.max_open_conns"},
+		},
+		"short token": {
+			yaml: "auth: {api_tokens: [{name: shop, token: tooShortTok}]}\n",
+			want: []string{"auth.api_tokens[0].token", "16"},
+			hide: []string{"tooShortTok"},
+		},
+		"bad token name": {
+			yaml: "auth: {api_tokens: [{name: Shop A, token: 0123456789abcdef}]}\n",
+			want: []string{"auth.api_tokens[0].name"},
+		},
+		"duplicate token names": {
+			yaml: `
+auth:
+  api_tokens:
+    - {name: shop, token: 0123456789abcdef}
+    - {name: shop, token: fedcba9876543210}
+`,
+			want: []string{"auth.api_tokens[1].name", "twice"},
+		},
+		"duplicate token values": {
+			yaml: `
+auth:
+  api_tokens:
+    - {name: shop-a, token: 0123456789abcdef}
+    - {name: shop-b, token: 0123456789abcdef}
+`,
+			want: []string{"auth.api_tokens[1].token"},
+			hide: []string{"0123456789abcdef"},
+		},
+		"alipay enabled without key": {
+			yaml: `channels: {alipay: {enabled: true, app_id: "2021"}}` + "\n",
+			want: []string{"channels.alipay.alipay_public_key_file", "channels.alipay.alipay_public_key"},
+		},
+		"alipay enabled with key and key file": {
+			yaml: `channels: {alipay: {enabled: true, app_id: "2021", alipay_public_key_file: /k.pem, alipay_public_key: MIIB}}` + "\n",
+			want: []string{"channels.alipay.alipay_public_key_file", "exactly one"},
+		},
+		"alipay enabled without app id": {
+			yaml: `channels: {alipay: {enabled: true, alipay_public_key_file: /k.pem}}` + "\n",
+			want: []string{"channels.alipay.app_id"},
+		},
+		"mysql dsn invalid": {
+			yaml: `mysql: {dsn: "paygw:` + secret + `@tcp(127.0.0.1:3306/paygw"}` + "\n",
+			want: []string{"mysql.dsn", "not a valid DSN"},
+			hide: []string{secret},
+		},
+		"mysql dsn invalid via env": {
+			yaml:    "{}\n",
+			environ: []string{"PAYGW_MYSQL__DSN=paygw:" + secret + "@tcp(127.0.0.1:3306/paygw"},
+			want:    []string{"mysql.dsn", "not a valid DSN"},
+			hide:    []string{secret},
+		},
+		"mysql dsn without database": {
+			yaml: `mysql: {dsn: "paygw:` + secret + `@tcp(127.0.0.1:3306)/"}` + "\n",
+			want: []string{"mysql.dsn", "database"},
+			hide: []string{secret},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "absent.yaml")
+			if tc.yaml != "-" {
+				path = writeConfig(t, tc.yaml)
+			}
+			c, err := Load(path, tc.environ)
+			if err == nil {
+				t.Fatalf("Load succeeded with %+v; want an error", *c)
+			}
+			msg := err.Error()
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q does not name %q", msg, w)
+				}
+			}
+			for _, h := range tc.hide {
+				if strings.Contains(msg, h) {
+					t.Errorf("error %q reveals %q", msg, h)
+				}
+			}
+		})
+	}
+}
+
+func TestMasked(t *testing.T) {
+	const (
+		dbPass    = "DbPa55wordXyz"
+		redisPass = "RedisPa55Xyz"
+		token     = "ApiT0kenSecretValue"
+	)
+	path := writeConfig(t, `
+mysql: {dsn: "paygw:`+dbPass+`@tcp(127.0.0.1:3306)/paygw?parseTime=true"}
+redis: {password: `+redisPass+`}
+auth: {api_tokens: [{name: shop-visible, token: `+token+`}]}
+`)
+	c, err := Load(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := c.Masked()
+	for _, s := range []string{dbPass, redisPass, token} {
+		if strings.Contains(out, s) {
+			t.Errorf("Masked() reveals %q: %s", s, out)
+		}
+	}
+	for _, s := range []string{"shop-visible", "paygw:***@tcp(127.0.0.1:3306)/paygw"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("Masked() lacks %q: %s", s, out)
+		}
+	}
+	// Masking works on a copy: the live configuration keeps its secrets.
+	if c.MySQL.DSN != "paygw:"+dbPass+"@tcp(127.0.0.1:3306)/paygw?parseTime=true" ||
+		c.Redis.Password != redisPass || c.Auth.APITokens[0].Token != token {
+		t.Errorf("Masked() changed the config: %+v", *c)
+	}
+}
+
+func TestPath(t *testing.T) {
+	tests := map[string]struct {
+		flag, env, want string
+	}{
+		"flag wins over env":    {flag: "/from/flag.yaml", env: "/from/env.yaml", want: "/from/flag.yaml"},
+		"flag without env":      {flag: "/from/flag.yaml", want: "/from/flag.yaml"},
+		"env wins over default": {env: "/from/env.yaml", want: "/from/env.yaml"},
+		"default":               {want: DefaultPath},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv("PAYGW_CONFIG", tc.env)
+			if got := Path(tc.flag); got != tc.want {
+				t.Errorf("Path(%q) with PAYGW_CONFIG=%q = %q, want %q", tc.flag, tc.env, got, tc.want)
+			}
+		})
+	}
+}
