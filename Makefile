@@ -12,7 +12,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 all: build
 
 build:
-	go build -o bin/paygw ./cmd/paygw
+	go build -ldflags "-X main.version=$$(git describe --always --dirty 2>/dev/null || echo dev)" -o bin/paygw ./cmd/paygw
 
 services:
 	scripts/services.sh up

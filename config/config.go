@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"regexp"
 	"strings"
 	"time"
@@ -303,8 +304,29 @@ func (c *Config) Masked() string {
 	if m.Channels.Alipay.AlipayPublicKey != "" {
 		m.Channels.Alipay.AlipayPublicKey = "(inline PEM)"
 	}
-	b, _ := json.Marshal(m) // plain structs: cannot fail
+	b, _ := json.Marshal(byKey(reflect.ValueOf(m))) // maps of plain values: cannot fail
 	return string(b)
+}
+
+// byKey turns the config into maps keyed by the YAML names users write, durations as "10s".
+func byKey(v reflect.Value) any {
+	switch {
+	case v.Type() == reflect.TypeOf(time.Duration(0)):
+		return time.Duration(v.Int()).String()
+	case v.Kind() == reflect.Struct:
+		out := map[string]any{}
+		for i := 0; i < v.NumField(); i++ {
+			out[v.Type().Field(i).Tag.Get("koanf")] = byKey(v.Field(i))
+		}
+		return out
+	case v.Kind() == reflect.Slice:
+		out := make([]any, v.Len())
+		for i := range out {
+			out[i] = byKey(v.Index(i))
+		}
+		return out
+	}
+	return v.Interface()
 }
 
 func maskDSN(s string) string {
