@@ -6,15 +6,12 @@ import (
 	"crypto/rsa"
 	"crypto/sha1"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/base64"
 	"fmt"
 	"net/http"
-	"net/url"
 	"sort"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/paygw/paygw/payment"
 )
@@ -66,38 +63,17 @@ func (a *Alipay) Verify(body []byte, header http.Header, now time.Time) (payment
 	return alipayEvent(params, body)
 }
 
-// parseAlipayForm reads the x-www-form-urlencoded body into a map, refusing what a form encoder
-// would never produce: duplicate or empty names, bad escapes, non-UTF-8 text.
+// parseAlipayForm reads the form body; charset is checked before UTF-8 so that a GBK
+// notification says why it is refused.
 func parseAlipayForm(body []byte) (map[string]string, error) {
-	if len(body) == 0 {
-		return nil, fmt.Errorf("%w: alipay: empty body", ErrMalformed)
-	}
-	// The url package's error quotes a piece of the input; the reason alone is enough here.
-	values, err := url.ParseQuery(string(body))
+	params, err := parseForm("alipay", body)
 	if err != nil {
-		return nil, fmt.Errorf("%w: alipay: body is not a valid form", ErrMalformed)
+		return nil, err
 	}
-	params := make(map[string]string, len(values))
-	for k, vs := range values {
-		switch {
-		case k == "":
-			return nil, fmt.Errorf("%w: alipay: parameter without a name", ErrMalformed)
-		case len(vs) != 1:
-			return nil, fmt.Errorf("%w: alipay: duplicate parameter %s", ErrMalformed, quote(k))
-		}
-		params[k] = vs[0]
-	}
-
-	// Checked before the UTF-8 test so that a GBK notification says why it is refused.
 	if cs := params["charset"]; cs != "" && !strings.EqualFold(cs, "utf-8") {
 		return nil, fmt.Errorf("%w: alipay: charset %s", ErrUnsupported, quote(cs))
 	}
-	for k, v := range params {
-		if !utf8.ValidString(k) || !utf8.ValidString(v) {
-			return nil, fmt.Errorf("%w: alipay: parameter %s is not UTF-8", ErrMalformed, quote(k))
-		}
-	}
-	return params, nil
+	return params, checkUTF8("alipay", params)
 }
 
 func (a *Alipay) checkSignature(params map[string]string) error {
@@ -164,10 +140,10 @@ func alipayEvent(params map[string]string, body []byte) (payment.Event, error) {
 	}
 
 	var err error
-	if ev.NotifyID, err = requiredField(params, "notify_id", 128); err != nil {
+	if ev.NotifyID, err = requiredField("alipay", params, "notify_id", 128); err != nil {
 		return payment.Event{}, err
 	}
-	if ev.ChannelTxnID, err = requiredField(params, "trade_no", 64); err != nil {
+	if ev.ChannelTxnID, err = requiredField("alipay", params, "trade_no", 64); err != nil {
 		return payment.Event{}, err
 	}
 	ev.TradeNo = params["out_trade_no"]
@@ -245,55 +221,4 @@ func ParseYuan(s string) (int64, error) {
 		return 0, fmt.Errorf("%w: amount %s: too large", ErrMalformed, quote(s))
 	}
 	return fen, nil
-}
-
-// allDigits reports whether s is non-empty ASCII digits.
-func allDigits(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
-}
-
-func validTradeNo(s string) bool {
-	if len(s) < 1 || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
-func requiredField(params map[string]string, key string, maxLen int) (string, error) {
-	v := params[key]
-	switch {
-	case v == "":
-		return "", fmt.Errorf("%w: alipay: %s missing", ErrMalformed, key)
-	case len(v) > maxLen:
-		return "", fmt.Errorf("%w: alipay: %s longer than %d bytes", ErrMalformed, key, maxLen)
-	}
-	return v, nil
-}
-
-func equalConstantTime(a, b string) bool {
-	return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
-}
-
-// quote renders untrusted text for an error message, cut short so a hostile body cannot flood
-// the logs.
-func quote(s string) string {
-	const max = 32
-	if len(s) > max {
-		return fmt.Sprintf("%q...", s[:max])
-	}
-	return fmt.Sprintf("%q", s)
 }

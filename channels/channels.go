@@ -4,12 +4,15 @@ package channels
 
 import (
 	"crypto/rsa"
+	"crypto/subtle"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
+	"unicode/utf8"
 )
 
 // Errors returned by the channels, wrapped with a short reason. The reasons name fields, never
@@ -78,4 +81,89 @@ func ParseRSAPublicKey(s string) (*rsa.PublicKey, error) {
 		return nil, fmt.Errorf("channels: RSA public key: %d bits, want at least %d", n, minRSABits)
 	}
 	return rsaKey, nil
+}
+
+// parseForm reads an x-www-form-urlencoded body into a map, refusing what a form encoder would
+// never produce: an empty body, duplicate or empty names, bad escapes.
+func parseForm(channel string, body []byte) (map[string]string, error) {
+	if len(body) == 0 {
+		return nil, fmt.Errorf("%w: %s: empty body", ErrMalformed, channel)
+	}
+	// The url package's error quotes a piece of the input; the reason alone is enough here.
+	values, err := url.ParseQuery(string(body))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: body is not a valid form", ErrMalformed, channel)
+	}
+	params := make(map[string]string, len(values))
+	for k, vs := range values {
+		switch {
+		case k == "":
+			return nil, fmt.Errorf("%w: %s: parameter without a name", ErrMalformed, channel)
+		case len(vs) != 1:
+			return nil, fmt.Errorf("%w: %s: duplicate parameter %s", ErrMalformed, channel, quote(k))
+		}
+		params[k] = vs[0]
+	}
+	return params, nil
+}
+
+// checkUTF8 refuses parameters whose names or values are not UTF-8.
+func checkUTF8(channel string, params map[string]string) error {
+	for k, v := range params {
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			return fmt.Errorf("%w: %s: parameter %s is not UTF-8", ErrMalformed, channel, quote(k))
+		}
+	}
+	return nil
+}
+
+// allDigits reports whether s is non-empty ASCII digits.
+func allDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func validTradeNo(s string) bool {
+	if len(s) < 1 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func requiredField(channel string, params map[string]string, key string, maxLen int) (string, error) {
+	v := params[key]
+	switch {
+	case v == "":
+		return "", fmt.Errorf("%w: %s: %s missing", ErrMalformed, channel, key)
+	case len(v) > maxLen:
+		return "", fmt.Errorf("%w: %s: %s longer than %d bytes", ErrMalformed, channel, key, maxLen)
+	}
+	return v, nil
+}
+
+func equalConstantTime(a, b string) bool {
+	return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
+}
+
+// quote renders untrusted text for an error message, cut short so a hostile body cannot flood
+// the logs.
+func quote(s string) string {
+	const max = 32
+	if len(s) > max {
+		return fmt.Sprintf("%q...", s[:max])
+	}
+	return fmt.Sprintf("%q", s)
 }

@@ -13,6 +13,7 @@ const (
 	KindClosed  Kind = "CLOSED"  // the channel closed the trade unpaid (or after a full refund)
 	KindPending Kind = "PENDING" // the trade exists but is not paid yet (WAIT_BUYER_PAY)
 	KindRefund  Kind = "REFUND"  // a refund notice: journalled, never a payment
+	KindOther   Kind = "OTHER"   // any other verified event type: acknowledged and journalled
 )
 
 // Event is a notification after the channel verified its raw bytes. Money is in minor units.

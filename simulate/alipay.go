@@ -11,6 +11,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
+	"net/http"
 	"net/url"
 	"sort"
 	"strings"
@@ -124,4 +125,38 @@ func AlipayBody(p AlipayPayment, key *rsa.PrivateKey) ([]byte, error) {
 // Yuan formats minor units as Alipay's decimal yuan string.
 func Yuan(fen int64) string {
 	return fmt.Sprintf("%d.%02d", fen/100, fen%100)
+}
+
+// AlipaySigner signs Alipay notifications with the sandbox "Alipay" private key.
+type AlipaySigner struct {
+	AppID    string
+	SellerID string
+	Key      *rsa.PrivateKey
+	SignType string // RSA2 (default) or RSA
+}
+
+func (s AlipaySigner) Channel() string { return "alipay" }
+
+// Sign renders p as a trade_status_sync notification.
+func (s AlipaySigner) Sign(p Payment) (Message, error) {
+	p = p.normalized("alipay", "2026")
+	status := map[string]string{
+		StatusPaid: "TRADE_SUCCESS", StatusClosed: "TRADE_CLOSED",
+		StatusRefund: "TRADE_SUCCESS", StatusPending: "WAIT_BUYER_PAY",
+	}[p.Status]
+	if status == "" {
+		return Message{}, fmt.Errorf("alipay: unknown status %q", p.Status)
+	}
+	ap := AlipayPayment{
+		AppID: s.AppID, SellerID: s.SellerID, TradeNo: p.TradeNo, AlipayTxn: p.TxnID, NotifyID: p.NotifyID,
+		AmountFen: p.AmountFen, TradeStatus: status, Time: p.Time, SignType: s.SignType,
+	}
+	if p.Status == StatusRefund {
+		ap.RefundFen = p.RefundFen
+	}
+	body, err := AlipayBody(ap, s.Key)
+	if err != nil {
+		return Message{}, err
+	}
+	return Message{Body: body, Header: http.Header{"Content-Type": {"application/x-www-form-urlencoded;charset=utf-8"}}}, nil
 }
