@@ -79,7 +79,10 @@ type APIToken struct {
 }
 
 type Channels struct {
-	Alipay Alipay `koanf:"alipay"`
+	Alipay    Alipay    `koanf:"alipay"`
+	WeChatPay WeChatPay `koanf:"wechatpay"`
+	Stripe    Stripe    `koanf:"stripe"`
+	UnionPay  UnionPay  `koanf:"unionpay"`
 }
 
 type Alipay struct {
@@ -88,6 +91,33 @@ type Alipay struct {
 	SellerID            string `koanf:"seller_id"`
 	AlipayPublicKeyFile string `koanf:"alipay_public_key_file"`
 	AlipayPublicKey     string `koanf:"alipay_public_key"`
+}
+
+// WeChatPay is API v3: public-key mode (platform_public_key_id + _file), certificate mode
+// (platform_certificate_files, several during rotation), or both during the switch-over.
+type WeChatPay struct {
+	Enabled                  bool     `koanf:"enabled"`
+	MchID                    string   `koanf:"mch_id"`
+	AppID                    string   `koanf:"app_id"`
+	APIv3Key                 string   `koanf:"api_v3_key"`
+	PlatformPublicKeyID      string   `koanf:"platform_public_key_id"`
+	PlatformPublicKeyFile    string   `koanf:"platform_public_key_file"`
+	PlatformCertificateFiles []string `koanf:"platform_certificate_files"`
+}
+
+// Stripe webhooks: every secret in webhook_secrets (newest first) is accepted, for rotation.
+type Stripe struct {
+	Enabled        bool          `koanf:"enabled"`
+	WebhookSecrets []string      `koanf:"webhook_secrets"`
+	Tolerance      time.Duration `koanf:"tolerance"`
+}
+
+// UnionPay ACP 5.1.0: the signing certificate in each message must chain to these.
+type UnionPay struct {
+	Enabled              bool   `koanf:"enabled"`
+	MerID                string `koanf:"mer_id"`
+	RootCertFile         string `koanf:"root_cert_file"`
+	IntermediateCertFile string `koanf:"intermediate_cert_file"`
 }
 
 func defaults() map[string]any {
@@ -108,6 +138,10 @@ func defaults() map[string]any {
 		"idempotency.db_timeout_clean_seconds": 600,
 		"idempotency.return_original_result":   true,
 		"channels.alipay.enabled":              false,
+		"channels.wechatpay.enabled":           false,
+		"channels.stripe.enabled":              false,
+		"channels.stripe.tolerance":            "300s",
+		"channels.unionpay.enabled":            false,
 	}
 }
 
@@ -139,6 +173,7 @@ func Load(path string, environ []string) (*Config, error) {
 	err := k.UnmarshalWithConf("", &c, koanf.UnmarshalConf{DecoderConfig: &mapstructure.DecoderConfig{
 		DecodeHook: mapstructure.ComposeDecodeHookFunc(
 			mapstructure.StringToTimeDurationHookFunc(),
+			mapstructure.StringToSliceHookFunc(","), // lists from the environment: a,b
 			mapstructure.TextUnmarshallerHookFunc()),
 		ErrorUnused:      true,
 		WeaklyTypedInput: true,
@@ -245,10 +280,55 @@ func (c *Config) Validate() error {
 			bad("channels.alipay.alipay_public_key_file", "exactly one of it and channels.alipay.alipay_public_key must be set")
 		}
 	}
+	c.validateChannels(bad)
 	if len(errs) == 0 {
 		return nil
 	}
 	return oneLine(errs)
+}
+
+func (c *Config) validateChannels(bad func(key, format string, args ...any)) {
+	if w := c.Channels.WeChatPay; w.Enabled {
+		if w.MchID == "" {
+			bad("channels.wechatpay.mch_id", "must be set when the channel is enabled")
+		}
+		if w.AppID == "" {
+			bad("channels.wechatpay.app_id", "must be set when the channel is enabled")
+		}
+		if len(w.APIv3Key) != 32 {
+			bad("channels.wechatpay.api_v3_key", "must be the 32-byte APIv3 key, got %d bytes", len(w.APIv3Key))
+		}
+		if (w.PlatformPublicKeyID == "") != (w.PlatformPublicKeyFile == "") {
+			bad("channels.wechatpay.platform_public_key_id", "and platform_public_key_file go together")
+		}
+		if w.PlatformPublicKeyID == "" && len(w.PlatformCertificateFiles) == 0 {
+			bad("channels.wechatpay.platform_public_key_file", "or platform_certificate_files must be set")
+		}
+	}
+	if st := c.Channels.Stripe; st.Enabled {
+		if len(st.WebhookSecrets) == 0 {
+			bad("channels.stripe.webhook_secrets", "must list at least one secret when the channel is enabled")
+		}
+		for i, sec := range st.WebhookSecrets {
+			if !strings.HasPrefix(sec, "whsec_") {
+				bad(fmt.Sprintf("channels.stripe.webhook_secrets[%d]", i), "must start with whsec_")
+			}
+		}
+		if st.Tolerance < time.Second || st.Tolerance > time.Hour {
+			bad("channels.stripe.tolerance", "must be between 1s and 1h, got %s", st.Tolerance)
+		}
+	}
+	if u := c.Channels.UnionPay; u.Enabled {
+		if u.MerID == "" {
+			bad("channels.unionpay.mer_id", "must be set when the channel is enabled")
+		}
+		if u.RootCertFile == "" {
+			bad("channels.unionpay.root_cert_file", "must be set when the channel is enabled")
+		}
+		if u.IntermediateCertFile == "" {
+			bad("channels.unionpay.intermediate_cert_file", "must be set when the channel is enabled")
+		}
+	}
 }
 
 // oneLine joins errors with "; " so a refusal at start is one line of the log.
@@ -300,6 +380,13 @@ func (c *Config) Masked() string {
 	m.Auth.APITokens = make([]APIToken, len(c.Auth.APITokens))
 	for i, t := range c.Auth.APITokens {
 		m.Auth.APITokens[i] = APIToken{Name: t.Name, Token: "***"}
+	}
+	if m.Channels.WeChatPay.APIv3Key != "" {
+		m.Channels.WeChatPay.APIv3Key = "***"
+	}
+	m.Channels.Stripe.WebhookSecrets = make([]string, len(c.Channels.Stripe.WebhookSecrets))
+	for i := range m.Channels.Stripe.WebhookSecrets {
+		m.Channels.Stripe.WebhookSecrets[i] = "***"
 	}
 	if m.Channels.Alipay.AlipayPublicKey != "" {
 		m.Channels.Alipay.AlipayPublicKey = "(inline PEM)"

@@ -37,6 +37,7 @@ func wantDefaults() Config {
 			DBTimeoutCleanSeconds: 600,
 			ReturnOriginalResult:  true,
 		},
+		Channels: Channels{Stripe: Stripe{Tolerance: 300 * time.Second}},
 	}
 }
 
@@ -282,6 +283,28 @@ auth:
 			want:    []string{"mysql.dsn", "not a valid DSN"},
 			hide:    []string{secret},
 		},
+		"wechatpay without merchant, short key, no platform key": {
+			yaml: "channels: {wechatpay: {enabled: true, api_v3_key: short}}\n",
+			want: []string{"channels.wechatpay.mch_id", "channels.wechatpay.app_id", "channels.wechatpay.api_v3_key", "channels.wechatpay.platform_public_key_file"},
+			hide: []string{"short"},
+		},
+		"wechatpay key id without key file": {
+			yaml: "channels: {wechatpay: {enabled: true, mch_id: m, app_id: a, api_v3_key: 0123456789abcdef0123456789abcdef, platform_public_key_id: PUB_KEY_ID_1}}\n",
+			want: []string{"channels.wechatpay.platform_public_key_id"},
+		},
+		"stripe without secrets": {
+			yaml: "channels: {stripe: {enabled: true}}\n",
+			want: []string{"channels.stripe.webhook_secrets"},
+		},
+		"stripe secret of the wrong kind, tolerance zero": {
+			yaml: "channels: {stripe: {enabled: true, webhook_secrets: [sk_live_" + secret + "], tolerance: 0s}}\n",
+			want: []string{"channels.stripe.webhook_secrets[0]", "channels.stripe.tolerance"},
+			hide: []string{secret},
+		},
+		"unionpay without merchant and certificates": {
+			yaml: "channels: {unionpay: {enabled: true}}\n",
+			want: []string{"channels.unionpay.mer_id", "channels.unionpay.root_cert_file", "channels.unionpay.intermediate_cert_file"},
+		},
 		"mysql dsn without database": {
 			yaml: `mysql: {dsn: "paygw:` + secret + `@tcp(127.0.0.1:3306)/"}` + "\n",
 			want: []string{"mysql.dsn", "database"},
@@ -318,18 +341,23 @@ func TestMasked(t *testing.T) {
 		dbPass    = "DbPa55wordXyz"
 		redisPass = "RedisPa55Xyz"
 		token     = "ApiT0kenSecretValue"
+		v3Key     = "V3KeyV3KeyV3KeyV3KeyV3KeyV3Key32"
+		whsec     = "whsec_StripeSecretValue"
 	)
 	path := writeConfig(t, `
 mysql: {dsn: "paygw:`+dbPass+`@tcp(127.0.0.1:3306)/paygw?parseTime=true"}
 redis: {password: `+redisPass+`}
 auth: {api_tokens: [{name: shop-visible, token: `+token+`}]}
+channels:
+  wechatpay: {api_v3_key: `+v3Key+`}
+  stripe: {webhook_secrets: [`+whsec+`]}
 `)
 	c, err := Load(path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := c.Masked()
-	for _, s := range []string{dbPass, redisPass, token} {
+	for _, s := range []string{dbPass, redisPass, token, v3Key, whsec} {
 		if strings.Contains(out, s) {
 			t.Errorf("Masked() reveals %q: %s", s, out)
 		}
