@@ -66,7 +66,10 @@ func TestLoad(t *testing.T) {
 		},
 		"shipped paygw.yaml": {
 			path: "paygw.yaml",
-			want: func(c *Config) { c.Channels.Alipay.AppID = "2021000000000000" },
+			want: func(c *Config) {
+				c.Channels.Alipay.AppID = "2021000000000000"
+				c.Channels.WeChatPay.MchID, c.Channels.WeChatPay.AppID = "1900000001", "wx0000000000000000"
+			},
 		},
 		"issue block loads unchanged": {
 			yaml: issueBlock,
@@ -149,6 +152,12 @@ idempotency: {redis_ttl: 10s}
 			tc.want(&want)
 			if len(got.Auth.APITokens) == 0 {
 				got.Auth.APITokens = nil // `api_tokens: []` and no key at all mean the same
+			}
+			if len(got.Channels.Stripe.WebhookSecrets) == 0 {
+				got.Channels.Stripe.WebhookSecrets = nil
+			}
+			if len(got.Channels.WeChatPay.PlatformCertificateFiles) == 0 {
+				got.Channels.WeChatPay.PlatformCertificateFiles = nil
 			}
 			if !reflect.DeepEqual(*got, want) {
 				t.Errorf("Load:\n got %+v\nwant %+v", *got, want)
