@@ -165,9 +165,17 @@ func alipayEvent(params map[string]string, body []byte) (payment.Event, error) {
 	switch ev.Status {
 	case "TRADE_SUCCESS", "TRADE_FINISHED":
 		ev.Kind = payment.KindPaid
-		// A partial refund re-sends the trade's status with refund fields: not a second payment.
-		if params["refund_fee"] != "" || params["gmt_refund"] != "" {
-			ev.Kind = payment.KindRefund
+		// A partial refund re-sends the trade's status with refund_fee (the total refunded so
+		// far): not a second payment. A zero refund_fee is not a refund: treating it as one would
+		// acknowledge a payment without applying it.
+		if rf := params["refund_fee"]; rf != "" {
+			fen, err := ParseYuan(rf)
+			if err != nil {
+				return payment.Event{}, fmt.Errorf("alipay: refund_fee: %w", err)
+			}
+			if fen > 0 {
+				ev.Kind = payment.KindRefund
+			}
 		}
 	case "TRADE_CLOSED":
 		ev.Kind = payment.KindClosed

@@ -172,6 +172,7 @@ func Load(path string, environ []string) (*Config, error) {
 	var c Config
 	err := k.UnmarshalWithConf("", &c, koanf.UnmarshalConf{DecoderConfig: &mapstructure.DecoderConfig{
 		DecodeHook: mapstructure.ComposeDecodeHookFunc(
+			refuseEmptyScalars,
 			mapstructure.StringToTimeDurationHookFunc(),
 			mapstructure.StringToSliceHookFunc(","), // lists from the environment: a,b
 			mapstructure.TextUnmarshallerHookFunc()),
@@ -187,6 +188,19 @@ func Load(path string, environ []string) (*Config, error) {
 		return nil, err
 	}
 	return &c, nil
+}
+
+// refuseEmptyScalars stops weak typing from reading an empty string (PAYGW_IDEMPOTENCY__ENABLED=)
+// as false or 0: a switch that was meant to be set must not quietly turn off.
+func refuseEmptyScalars(from, to reflect.Type, data any) (any, error) {
+	if s, ok := data.(string); ok && s == "" {
+		switch to.Kind() {
+		case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+			return nil, errors.New("must not be empty")
+		}
+	}
+	return data, nil
 }
 
 // envProvider maps PAYGW_MYSQL__DSN to mysql.dsn. Only names with "__" are keys, so
@@ -218,8 +232,8 @@ func (c *Config) Validate() error {
 	if c.HTTP.Addr == "" {
 		bad("http.addr", "must be set (host:port)")
 	}
-	if c.HTTP.BodyLimitBytes < 1024 || c.HTTP.BodyLimitBytes > 64<<20 {
-		bad("http.body_limit_bytes", "must be between 1024 and 67108864, got %d", c.HTTP.BodyLimitBytes)
+	if c.HTTP.BodyLimitBytes < 1024 || c.HTTP.BodyLimitBytes > 8<<20 {
+		bad("http.body_limit_bytes", "must be between 1024 and 8388608 (the journal keeps each body whole), got %d", c.HTTP.BodyLimitBytes)
 	}
 	if c.HTTP.ShutdownTimeout <= 0 {
 		bad("http.shutdown_timeout", "must be a positive duration such as 10s")

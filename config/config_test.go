@@ -191,6 +191,11 @@ func TestLoadRefuses(t *testing.T) {
 			environ: []string{"PAYGW_HTTP__NOPE=1"},
 			want:    []string{"http", "nope"},
 		},
+		"empty env value does not turn a switch off": {
+			yaml:    "{}\n",
+			environ: []string{"PAYGW_IDEMPOTENCY__ENABLED="},
+			want:    []string{"idempotency.enabled", "empty"},
+		},
 		"log level": {
 			yaml: "log: {level: loud}\n",
 			want: []string{"log.level", "loud"},

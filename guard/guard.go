@@ -140,6 +140,43 @@ func (g *Guard) MarkDone(ctx context.Context, name, value string, ttl time.Durat
 	}
 }
 
+// DoneAll reports, in one round trip, which of the named done markers exist.
+// Returns ErrUnavailable if Redis did not answer.
+func (g *Guard) DoneAll(ctx context.Context, names ...string) ([]bool, error) {
+	if g.skipping() {
+		return nil, ErrUnavailable
+	}
+	keys := make([]string, len(names))
+	for i, n := range names {
+		keys[i] = g.prefix + "done:" + n
+	}
+	vals, err := g.rdb.MGet(ctx, keys...).Result()
+	if err != nil {
+		return nil, g.failed(ctx, err)
+	}
+	found := make([]bool, len(vals))
+	for i, v := range vals {
+		found[i] = v != nil
+	}
+	return found, nil
+}
+
+// MarkAllDone sets several done markers in one round trip; like MarkDone, failure is harmless.
+func (g *Guard) MarkAllDone(ctx context.Context, value string, ttl time.Duration, names ...string) {
+	if g.skipping() {
+		return
+	}
+	_, err := g.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, n := range names {
+			p.Set(ctx, g.prefix+"done:"+n, value, ttl)
+		}
+		return nil
+	})
+	if err != nil {
+		_ = g.failed(ctx, err)
+	}
+}
+
 func (g *Guard) skipping() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -325,3 +325,16 @@ func TestCancelledRequestDoesNotMarkRedisDown(t *testing.T) {
 	}
 	l.Release(context.Background())
 }
+
+func TestDoneAllAndMarkAllDone(t *testing.T) {
+	g := testenv.Guard(t)
+	ctx := context.Background()
+	g.MarkAllDone(ctx, "APPLIED", time.Minute, "a", "b")
+	found, err := g.DoneAll(ctx, "a", "missing", "b")
+	if err != nil || len(found) != 3 || !found[0] || found[1] || !found[2] {
+		t.Fatalf("DoneAll = %v, %v; want [true false true]", found, err)
+	}
+	if _, err := testenv.DeadGuard(t).DoneAll(ctx, "a"); !errors.Is(err, guard.ErrUnavailable) {
+		t.Fatalf("dead guard: %v, want ErrUnavailable", err)
+	}
+}

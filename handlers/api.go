@@ -2,27 +2,25 @@ package handlers
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/paygw/paygw/orders"
+	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/repository"
 )
 
-var (
-	errBadStock = errors.New("invalid stock")
-	skuPattern  = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
-)
+var errBadStock = errors.New("invalid stock")
 
 func (s *Server) putStock(c echo.Context) error {
 	sku := c.Param("sku")
-	if !skuPattern.MatchString(sku) {
+	if !orders.ValidSKU(sku) {
 		return fmt.Errorf("%w: sku must be 1-64 characters of [A-Za-z0-9._-]", errBadStock)
 	}
 	body, err := s.readBody(c)
@@ -42,8 +40,8 @@ func (s *Server) putStock(c echo.Context) error {
 	if err := dec.Decode(&in); err != nil {
 		return fmt.Errorf("%w: %v", errBadStock, err)
 	}
-	if in.Num == nil || *in.Num < 0 || in.PriceFen == nil || *in.PriceFen < 0 || *in.PriceFen > 1e12 {
-		return fmt.Errorf("%w: num and price_fen must be given as non-negative integers (price_fen at most 1e12)", errBadStock)
+	if in.Num == nil || *in.Num < 0 || *in.Num > 1e9 || in.PriceFen == nil || *in.PriceFen < 0 || *in.PriceFen > 1e12 {
+		return fmt.Errorf("%w: num (at most 1e9) and price_fen (at most 1e12) must be given as non-negative integers", errBadStock)
 	}
 	st := repository.Stock{SKU: sku, Num: *in.Num, PriceFen: *in.PriceFen}
 	if err := s.db.PutStock(c.Request().Context(), st); err != nil {
@@ -55,7 +53,7 @@ func (s *Server) putStock(c echo.Context) error {
 // createOrder is the field report's idempotent create.
 func (s *Server) createOrder(c echo.Context) error {
 	req := orders.Request{Scope: c.Get(clientKey).(string)}
-	if s.cfg.IdempotencyEnabled {
+	if s.orders.Enabled() {
 		values := c.Request().Header.Values(s.cfg.KeyHeader)
 		if len(values) == 0 {
 			return fmt.Errorf("%w: send header %s", errNoKey, s.cfg.KeyHeader)
@@ -77,7 +75,9 @@ func (s *Server) createOrder(c echo.Context) error {
 		return err
 	}
 	req.Hash = orders.RequestHash(http.MethodPost, "/v1/orders", canonical)
-	res, err := s.orders.Create(c.Request().Context(), req)
+	ctx, cancel := context.WithTimeout(c.Request().Context(), applyTimeout)
+	defer cancel()
+	res, err := s.orders.Create(ctx, req)
 	if err != nil {
 		return err
 	}
@@ -131,7 +131,7 @@ type anomalyView struct {
 // needs a person.
 func (s *Server) getPayment(c echo.Context) error {
 	tradeNo := c.Param("trade_no")
-	if !tradeNoPattern.MatchString(tradeNo) {
+	if !payment.ValidTradeNo(tradeNo) {
 		return repository.ErrNotFound
 	}
 	ctx := c.Request().Context()

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"crypto/sha256"
 	"crypto/subtle"
 	"strings"
 
@@ -10,24 +11,42 @@ import (
 const clientKey = "paygw.client"
 
 // auth accepts `Authorization: Bearer <token>` for a configured token and remembers its name,
-// which scopes the client's idempotency keys. Every token is compared, in constant time, so the
-// answer's timing says nothing about which one nearly matched.
+// which scopes the client's idempotency keys. Digests of equal length are compared, every one of
+// them, in constant time: the answer's timing tells neither which token nearly matched nor how
+// long the tokens are.
 func (s *Server) auth(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		given, ok := strings.CutPrefix(c.Request().Header.Get("Authorization"), "Bearer ")
-		if !ok || given == "" {
+		scheme, given, ok := strings.Cut(c.Request().Header.Get("Authorization"), " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") || given == "" {
+			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="paygw"`)
 			return errUnauthorized
 		}
+		digest := sha256.Sum256([]byte(given))
 		name := ""
-		for _, t := range s.cfg.Tokens {
-			if subtle.ConstantTimeCompare([]byte(given), []byte(t.Secret)) == 1 {
-				name = t.Name
+		for _, t := range s.tokens {
+			if subtle.ConstantTimeCompare(digest[:], t.digest[:]) == 1 {
+				name = t.name
 			}
 		}
 		if name == "" {
+			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="paygw", error="invalid_token"`)
 			return errUnauthorized
 		}
 		c.Set(clientKey, name)
 		return next(c)
 	}
+}
+
+// token is an API client with its token's digest; the token itself is not kept.
+type token struct {
+	name   string
+	digest [sha256.Size]byte
+}
+
+func digestTokens(ts []Token) []token {
+	out := make([]token, len(ts))
+	for i, t := range ts {
+		out[i] = token{name: t.Name, digest: sha256.Sum256([]byte(t.Secret))}
+	}
+	return out
 }

@@ -38,8 +38,6 @@ func problemOf(err error) orders.Problem {
 		return problem(http.StatusConflict, "request in progress", err)
 	case errors.As(err, &done):
 		return problem(http.StatusConflict, "idempotency key already used", err)
-	case errors.Is(err, repository.ErrDuplicate):
-		return problem(http.StatusConflict, "conflict", err)
 	case errors.Is(err, orders.ErrKeyReused):
 		return problem(http.StatusUnprocessableEntity, "idempotency key reused", err)
 	case errors.As(err, &he):

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"regexp"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -33,13 +32,12 @@ type Applier interface {
 	Apply(ctx context.Context, ev payment.Event) (payment.Outcome, error)
 }
 
-// Config is what the handlers read of the configuration.
+// Config is what the handlers read of the configuration. Whether the create route uses
+// idempotency keys is the orders service's to say.
 type Config struct {
-	BodyLimitBytes       int64
-	KeyHeader            string
-	IdempotencyEnabled   bool
-	ReturnOriginalResult bool
-	Tokens               []Token
+	BodyLimitBytes int64
+	KeyHeader      string
+	Tokens         []Token
 }
 
 // Token is one API client.
@@ -53,12 +51,13 @@ type Server struct {
 	orders   *orders.Service
 	applier  Applier
 	channels []Channel
+	tokens   []token
 	log      zerolog.Logger
 	now      func() time.Time
 }
 
 func New(cfg Config, db *repository.DB, g *guard.Guard, o *orders.Service, a Applier, chs []Channel, log zerolog.Logger) *Server {
-	return &Server{cfg: cfg, db: db, guard: g, orders: o, applier: a, channels: chs, log: log, now: time.Now}
+	return &Server{cfg: cfg, db: db, guard: g, orders: o, applier: a, channels: chs, tokens: digestTokens(cfg.Tokens), log: log, now: time.Now}
 }
 
 // Echo builds the router with every route and the error handler.
@@ -114,11 +113,9 @@ func (s *Server) readBody(c echo.Context) ([]byte, error) {
 	return body, nil
 }
 
-var tradeNoPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-
 func (s *Server) getOrder(c echo.Context) error {
 	tradeNo := c.Param("trade_no")
-	if !tradeNoPattern.MatchString(tradeNo) {
+	if !payment.ValidTradeNo(tradeNo) {
 		return repository.ErrNotFound
 	}
 	o, err := s.db.GetOrder(c.Request().Context(), tradeNo)

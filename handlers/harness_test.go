@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
+	"database/sql"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -88,9 +89,8 @@ func newHarness(t *testing.T, o options) *harness {
 		limit = 1 << 20
 	}
 	srv := New(Config{
-		BodyLimitBytes: limit, KeyHeader: "Idempotency-Key", IdempotencyEnabled: !o.idemDisabled,
-		ReturnOriginalResult: !o.noOriginal,
-		Tokens:               []Token{{Name: "order-service", Secret: testToken}, {Name: "other", Secret: otherToken}},
+		BodyLimitBytes: limit, KeyHeader: "Idempotency-Key",
+		Tokens: []Token{{Name: "order-service", Secret: testToken}, {Name: "other", Secret: otherToken}},
 	}, h.db, h.guard, svc, h.applier, []Channel{channels.NewAlipay(testAppID, "", &alipayKey.PublicKey)}, log)
 	ts := httptest.NewServer(srv.Echo())
 	t.Cleanup(ts.Close)
@@ -194,6 +194,19 @@ func alipayBody(t testing.TB, p simulate.AlipayPayment) []byte {
 func (h *harness) count(query string, args ...any) int {
 	h.t.Helper()
 	return testenv.Count(h.t, h.dsn, query, args...)
+}
+
+// exec runs a statement on the test database directly, as an operator (or a fault) would.
+func (h *harness) exec(query string, args ...any) {
+	h.t.Helper()
+	db, err := sql.Open("mysql", h.dsn)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(query, args...); err != nil {
+		h.t.Fatal(err)
+	}
 }
 
 func (h *harness) order(tradeNo string) repository.Order {

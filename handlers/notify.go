@@ -1,7 +1,10 @@
 package handlers
 
 import (
+	"context"
 	"errors"
+	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -18,20 +21,25 @@ func (s *Server) notify(ch Channel) echo.HandlerFunc {
 		start := s.now()
 		log := s.log.With().Str("channel", ch.Name()).Logger()
 		body, err := s.readBody(c)
-		if err != nil {
-			log.Info().Err(err).Msg("notification body refused")
-			if errors.Is(err, errTooLarge) {
-				return writeReply(c, 413, ch.Reply(payment.ReplyRefuse))
-			}
-			return writeReply(c, 0, ch.Reply(payment.ReplyRefuse))
+		switch {
+		case errors.Is(err, errTooLarge):
+			log.Warn().Err(err).Msg("notification body refused")
+			return writeReply(c, http.StatusRequestEntityTooLarge, ch.Reply(payment.ReplyRefuse))
+		case err != nil: // the body did not arrive whole (a timeout, a reset): let the channel resend
+			log.Warn().Err(err).Msg("notification body unreadable")
+			return writeReply(c, 0, ch.Reply(payment.ReplyRetry))
 		}
 		ev, err := ch.Verify(body, c.Request().Header, start)
 		if err != nil {
-			log.Info().Err(err).Dur("latency", s.now().Sub(start)).Str("outcome", "REFUSED").Msg("notification")
+			// Warn, not info: a wrong or rotated key refuses every real payment until someone
+			// notices, and the channel gives up after its last retry.
+			log.Warn().Err(err).Dur("latency", s.now().Sub(start)).Str("outcome", "REFUSED").Msg("notification")
 			return writeReply(c, 0, ch.Reply(payment.ReplyRefuse))
 		}
 		log = log.With().Str("trade_no", ev.TradeNo).Str("notify_id", ev.NotifyID).Str("event", string(ev.Kind)).Logger()
-		outcome, err := s.applier.Apply(c.Request().Context(), ev)
+		ctx, cancel := context.WithTimeout(c.Request().Context(), applyTimeout)
+		defer cancel()
+		outcome, err := s.applier.Apply(ctx, ev)
 		if err != nil {
 			log.Warn().Err(err).Dur("latency", s.now().Sub(start)).Str("outcome", "RETRY").Msg("notification")
 			return writeReply(c, 0, ch.Reply(payment.ReplyRetry))
@@ -44,6 +52,10 @@ func (s *Server) notify(ch Channel) echo.HandlerFunc {
 		return writeReply(c, 0, ch.Reply(outcome.Reply()))
 	}
 }
+
+// applyTimeout bounds the work on one notification or create: well inside every channel's reply
+// timeout (UnionPay's 10 s is the shortest), so a stuck lock ends in "retry", not in silence.
+const applyTimeout = 8 * time.Second
 
 // writeReply writes a channel's reply; status overrides its status code when not zero.
 func writeReply(c echo.Context, status int, r channels.Response) error {

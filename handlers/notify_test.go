@@ -52,8 +52,13 @@ func TestAlipayFirstPaymentThenRepeats(t *testing.T) {
 	down := newHarness(t, options{dsn: h.dsn, redisDown: true})
 	wantReply(t, down.post("/notify/alipay", body), 200, alipaySuccess)
 
-	if rec, j, a := h.rows(tradeNo); rec != 1 || j != 1 || a != 0 {
-		t.Fatalf("records, journal, anomalies = %d, %d, %d; want 1, 1, 0", rec, j, a)
+	// One record; two journal rows: TRADE_SUCCESS applied, TRADE_FINISHED (a new notify id for
+	// the same transaction) as a REPEAT.
+	if rec, j, a := h.rows(tradeNo); rec != 1 || j != 2 || a != 0 {
+		t.Fatalf("records, journal, anomalies = %d, %d, %d; want 1, 2, 0", rec, j, a)
+	}
+	if n := h.count(`SELECT COUNT(*) FROM notify_journal WHERE trade_no = ? AND outcome = 'REPEAT' AND channel_status = 'TRADE_FINISHED'`, tradeNo); n != 1 {
+		t.Fatalf("TRADE_FINISHED journalled %d times as REPEAT, want 1", n)
 	}
 	if o := h.order(tradeNo); o.UpdateTime != firstUpdate || o.Status != "PAID" {
 		t.Fatalf("a repeat touched the order: %+v", o)
@@ -115,6 +120,15 @@ func TestAlipayOutcomeTable(t *testing.T) {
 			setup: func() string { return "NOSUCHORDER" + strings.Repeat("0", 10) },
 			send: func(tn string) []simulate.AlipayPayment {
 				return []simulate.AlipayPayment{{TradeNo: tn, AmountFen: 1000}}
+			},
+			want: want{503, alipayFail, "", 0, 0, 0, ""},
+		},
+		{
+			name:  "TRADE_CLOSED or a refund for an unknown trade_no: nothing, retry",
+			setup: func() string { return "NOSUCHORDER" + strings.Repeat("1", 10) },
+			send: func(tn string) []simulate.AlipayPayment {
+				return []simulate.AlipayPayment{{TradeNo: tn, AmountFen: 1000, TradeStatus: "TRADE_CLOSED"},
+					{TradeNo: tn, AmountFen: 1000, RefundFen: 100}}
 			},
 			want: want{503, alipayFail, "", 0, 0, 0, ""},
 		},

@@ -285,7 +285,36 @@ func TestQueryPaymentStatus(t *testing.T) {
 	if n.Channel != "alipay" || n.Outcome != "APPLIED" || n.AmountFen != 1999 || n.Event != "PAID" || n.ReceivedAt == "" {
 		t.Fatalf("notification = %+v", n)
 	}
-	if r := h.do("GET", "/v1/payments/"+o.TradeNo, "", nil, ""); r.code != 401 {
-		t.Fatalf("query without token: %d", r.code)
+	if r := h.do("GET", "/v1/payments/"+o.TradeNo, "", nil, ""); r.code != 401 || r.header.Get("WWW-Authenticate") == "" {
+		t.Fatalf("query without token: %d %v", r.code, r.header)
+	}
+	// The scheme is case-insensitive (RFC 7235).
+	if r := h.do("GET", "/v1/payments/"+o.TradeNo, "", map[string]string{"Authorization": "bearer " + testToken}, ""); r.code != 200 {
+		t.Fatalf("lower-case scheme: %d %s", r.code, r.body)
+	}
+}
+
+func TestCreateOrderAfterRecordPurge(t *testing.T) {
+	// A retention job deleted the key's idempotent_record; the order's own unique key still
+	// knows the key. The retry must get the existing order, not a second one and not 409 forever.
+	h := newHarness(t, options{})
+	h.putStock("A-100", 10, 1999)
+	first := h.create(testToken, "purged", orderBody)
+	if first.code != 201 {
+		t.Fatalf("create: %d %s", first.code, first.body)
+	}
+	if n := h.count(`SELECT COUNT(*) FROM idempotent_record`); n != 1 {
+		t.Fatalf("records = %d", n)
+	}
+	h.exec(`DELETE FROM idempotent_record`)
+	again := h.create(testToken, "purged", orderBody)
+	if again.code != 201 || again.body != first.body {
+		t.Fatalf("after the purge: %d %s, want the first order %s", again.code, again.body, first.body)
+	}
+	if o, s := h.count(`SELECT COUNT(*) FROM orders`), h.stockNum("A-100"); o != 1 || s != 9 {
+		t.Fatalf("orders, stock = %d, %d; want 1, 9", o, s)
+	}
+	if r := h.create(testToken, "purged", orderBody); r.code != 201 || r.body != first.body || r.header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("replay: %d %s", r.code, r.body)
 	}
 }

@@ -51,24 +51,18 @@ func New(db *repository.DB, g *guard.Guard, guardTTL time.Duration, log zerolog.
 // channel must deliver again: ErrInFlight, or a storage failure.
 func (a *Applier) Apply(ctx context.Context, ev payment.Event) (payment.Outcome, error) {
 	ev.Currency = strings.ToUpper(ev.Currency)
-	key := markerKey(ev)
+	markers := markerKeys(ev)
 
-	// Fast path for repeats: a done marker in Redis, or with Redis down one SELECT on the record.
-	_, done, err := a.guard.Done(ctx, key)
-	switch {
-	case done:
-		return payment.OutcomeRepeat, nil
-	case errors.Is(err, guard.ErrUnavailable) && ev.Kind == payment.KindPaid:
-		if _, err := a.db.GetRecord(ctx, repository.BizPayNotify, ev.Channel, ev.ChannelTxnID); err == nil {
-			return payment.OutcomeRepeat, nil
-		} else if !errors.Is(err, repository.ErrNotFound) {
-			return "", err
-		}
+	if repeat, err := a.knownRepeat(ctx, ev, markers); repeat || err != nil {
+		return payment.OutcomeRepeat, err
 	}
 
-	lock, repeat, err := a.acquire(ctx, ev.TradeNo, key)
-	if repeat || err != nil {
-		return payment.OutcomeRepeat, err
+	lock, repeat, err := a.acquire(ctx, ev.TradeNo, markers[0])
+	if err != nil {
+		return "", err
+	}
+	if repeat {
+		return payment.OutcomeRepeat, nil
 	}
 	defer lock.Release(context.WithoutCancel(ctx)) // nil (Redis down) releases nothing
 
@@ -81,9 +75,13 @@ func (a *Applier) Apply(ctx context.Context, ev payment.Event) (payment.Outcome,
 	switch {
 	case errors.Is(err, repository.ErrDuplicate):
 		// The record's unique key says a twin committed first. Our transaction is rolled back;
-		// read the record afresh (not through the old transaction) to be sure it is there.
+		// read the record afresh (not through the old transaction) to be sure it is there, and
+		// journal this notification if its notify id is new.
 		if _, err := a.db.GetRecord(ctx, repository.BizPayNotify, ev.Channel, ev.ChannelTxnID); err != nil {
 			return "", fmt.Errorf("record vanished after duplicate key: %w", err)
+		}
+		if err := a.db.Journal(ctx, ev, payment.OutcomeRepeat, a.stamp()); err != nil {
+			return "", err
 		}
 		outcome = payment.OutcomeRepeat
 	case errors.Is(err, errUnknownOrder):
@@ -91,16 +89,47 @@ func (a *Applier) Apply(ctx context.Context, ev payment.Event) (payment.Outcome,
 	case err != nil:
 		return "", err
 	}
-	a.guard.MarkDone(context.WithoutCancel(ctx), key, string(outcome), doneTTL)
+	a.guard.MarkAllDone(context.WithoutCancel(ctx), string(outcome), doneTTL, markers...)
 	return outcome, nil
 }
+
+// knownRepeat answers a repeat without the transaction: from the done markers in Redis (no SQL
+// at all when this very notification was seen), else with Redis down from one SELECT. A payment
+// already recorded but reaching us under a new notify id (TRADE_FINISHED after TRADE_SUCCESS)
+// is journalled as a REPEAT on the way.
+func (a *Applier) knownRepeat(ctx context.Context, ev payment.Event, markers []string) (bool, error) {
+	var recorded, journalled bool
+	found, err := a.guard.DoneAll(ctx, markers...)
+	switch {
+	case err == nil:
+		recorded, journalled = found[0], found[len(found)-1]
+	case ev.Kind != payment.KindPaid:
+		return false, nil // only payments have records to look up
+	default:
+		if recorded, journalled, err = a.db.Seen(ctx, ev.Channel, ev.ChannelTxnID, ev.NotifyID); err != nil {
+			return false, err
+		}
+	}
+	if !recorded {
+		return false, nil
+	}
+	if !journalled {
+		if err := a.db.Journal(ctx, ev, payment.OutcomeRepeat, a.stamp()); err != nil {
+			return false, err
+		}
+		a.guard.MarkAllDone(context.WithoutCancel(ctx), string(payment.OutcomeRepeat), doneTTL, markers[len(markers)-1])
+	}
+	return true, nil
+}
+
+func (a *Applier) stamp() time.Time { return a.now().UTC().Truncate(time.Millisecond) }
 
 // acquire takes the trade's guard. When a twin holds it, it waits up to TwinWait for the twin's
 // done marker (repeat) or for the guard to come free, then gives up with ErrInFlight: channels
 // often send the same notification twice at once, and answering the second one with success a
 // few milliseconds later spares a retry. With Redis down it returns a nil lock and no error.
 func (a *Applier) acquire(ctx context.Context, tradeNo, key string) (lock *guard.Lock, repeat bool, err error) {
-	deadline := time.Now().Add(a.TwinWait)
+	deadline := a.now().Add(a.TwinWait)
 	for pause := 2 * time.Millisecond; ; pause = min(2*pause, 50*time.Millisecond) {
 		lock, err := a.guard.Acquire(ctx, "trade:"+tradeNo, a.guardTTL)
 		if !errors.Is(err, guard.ErrHeld) {
@@ -109,7 +138,7 @@ func (a *Applier) acquire(ctx context.Context, tradeNo, key string) (lock *guard
 		if _, done, _ := a.guard.Done(ctx, key); done {
 			return nil, true, nil
 		}
-		if time.Now().Add(pause).After(deadline) {
+		if a.now().Add(pause).After(deadline) {
 			return nil, false, ErrInFlight
 		}
 		select {
@@ -126,7 +155,7 @@ var errUnknownOrder = errors.New("unknown trade_no")
 
 // decide runs inside the one transaction and is the only place that picks an outcome.
 func (a *Applier) decide(ctx context.Context, tx *repository.Tx, ev payment.Event) (payment.Outcome, error) {
-	now := a.now().UTC().Truncate(time.Millisecond)
+	now := a.stamp()
 	var outcome payment.Outcome
 	switch ev.Kind {
 	case payment.KindPaid:
@@ -162,14 +191,33 @@ func (a *Applier) decide(ctx context.Context, tx *repository.Tx, ev payment.Even
 		if err != nil {
 			return "", err
 		}
-		outcome = payment.OutcomeJournalled
-		if ok {
-			outcome = payment.OutcomeClosed
+		outcome = payment.OutcomeClosed
+		if !ok {
+			if outcome, err = journalOnly(ctx, tx, ev); err != nil {
+				return outcome, err
+			}
 		}
-	default: // pending and refund notices change no payment state
+	case payment.KindPending, payment.KindRefund:
+		var err error
+		if outcome, err = journalOnly(ctx, tx, ev); err != nil {
+			return outcome, err
+		}
+	default: // other event types are acknowledged and journalled, whatever they name
 		outcome = payment.OutcomeJournalled
 	}
 	return outcome, tx.Journal(ctx, ev, outcome, now)
+}
+
+// journalOnly is the outcome of an event that changes no payment state: journalled, provided
+// its order exists here. For an unknown order nothing is written and the channel retries, as
+// for a payment: the notification may have outrun the order, or reached the wrong deployment.
+func journalOnly(ctx context.Context, tx *repository.Tx, ev payment.Event) (payment.Outcome, error) {
+	if _, err := tx.LockOrder(ctx, ev.TradeNo); errors.Is(err, repository.ErrNotFound) {
+		return payment.OutcomeUnknownOrder, errUnknownOrder
+	} else if err != nil {
+		return "", err
+	}
+	return payment.OutcomeJournalled, nil
 }
 
 // classify explains why a payment did not match a WAIT_PAY order with its amount and currency.
@@ -210,13 +258,14 @@ type recordResult struct {
 	TradeNo string          `json:"trade_no"`
 }
 
-// markerKey names the done marker: a payment by its channel transaction (its record key), any
-// other event by its notification id.
-func markerKey(ev payment.Event) string {
+// markerKeys names an event's done markers, the most telling first: a payment by its channel
+// transaction (its record key), then every event by its notification id (its journal key).
+func markerKeys(ev payment.Event) []string {
+	note := "note:" + ev.Channel + ":" + ev.NotifyID
 	if ev.Kind == payment.KindPaid {
-		return "pay:" + ev.Channel + ":" + ev.ChannelTxnID
+		return []string{"pay:" + ev.Channel + ":" + ev.ChannelTxnID, note}
 	}
-	return "note:" + ev.Channel + ":" + ev.NotifyID
+	return []string{note}
 }
 
 func hash(b []byte) string {

@@ -33,7 +33,12 @@ var (
 // final result.
 type Done struct{ TradeNo string }
 
-func (d *Done) Error() string { return "idempotency key already used for order " + d.TradeNo }
+func (d *Done) Error() string {
+	if d.TradeNo == "" {
+		return "idempotency key already used; its request was refused"
+	}
+	return "idempotency key already used for order " + d.TradeNo
+}
 
 // RetryAfter is what a 409 for an in-flight key suggests.
 const RetryAfter = time.Second
@@ -80,6 +85,12 @@ type NewOrder struct {
 
 var skuPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
+// ValidSKU reports whether s can name a SKU.
+func ValidSKU(s string) bool { return skuPattern.MatchString(s) }
+
+// Enabled reports whether create calls go through idempotency keys (idempotency.enabled).
+func (s *Service) Enabled() bool { return s.cfg.Enabled }
+
 // ParseNewOrder decodes and checks a canonical create-order body.
 func ParseNewOrder(canonical []byte) (NewOrder, error) {
 	var o NewOrder
@@ -91,7 +102,7 @@ func ParseNewOrder(canonical []byte) (NewOrder, error) {
 	switch {
 	case o.UserID <= 0:
 		return o, fmt.Errorf("%w: user_id must be a positive integer", ErrInvalid)
-	case !skuPattern.MatchString(o.SKU):
+	case !ValidSKU(o.SKU):
 		return o, fmt.Errorf("%w: sku must be 1-64 characters of [A-Za-z0-9._-]", ErrInvalid)
 	case o.Num < 1 || o.Num > 10000:
 		return o, fmt.Errorf("%w: num must be between 1 and 10000", ErrInvalid)
@@ -127,11 +138,12 @@ func (s *Service) Create(ctx context.Context, r Request) (Result, error) {
 	}
 	res, err := s.create(ctx, r, &c)
 	switch {
-	case errors.Is(err, repository.ErrFenced), errors.Is(err, repository.ErrDuplicate):
-		// The sweeper failed our claim and a retry took it over (the fence), or that retry
-		// already committed the key's order (uk_order_idem). Ours rolled back: the client's
-		// next try gets the winner's result.
+	case errors.Is(err, repository.ErrFenced):
+		// The sweeper failed our claim and a retry took it over. Ours rolled back: the
+		// client's next try gets the new owner's result.
 		return Result{}, ErrInFlight
+	case errors.Is(err, repository.ErrDuplicate):
+		return s.adoptOrder(ctx, r, c)
 	case err != nil:
 		// Our own failure is not final: free the key for a retry now rather than after the sweep.
 		if ferr := s.db.FailClaim(context.WithoutCancel(ctx), c.id, c.token); ferr != nil {
@@ -139,6 +151,33 @@ func (s *Service) Create(ctx context.Context, r Request) (Result, error) {
 		}
 	}
 	return res, err
+}
+
+// adoptOrder answers a claim whose order insert hit uk_order_idem: the key's order exists, made
+// by a request that took the claim over while we were slow, or before its record was lost (a
+// retention purge). Its stock was taken then; ours rolled back. The existing order becomes this
+// claim's result, so the key is never stuck answering 409.
+func (s *Service) adoptOrder(ctx context.Context, r Request, c claim) (Result, error) {
+	o, err := s.db.OrderByIdemKey(ctx, r.Scope, r.Key)
+	if err != nil {
+		// Not the key's order: a trade_no collision, our own failure. Free the key for a retry.
+		if ferr := s.db.FailClaim(context.WithoutCancel(ctx), c.id, c.token); ferr != nil {
+			s.log.Warn().Err(ferr).Msg("could not fail the claim; the sweeper will")
+		}
+		return Result{}, fmt.Errorf("order insert collided: %w", err)
+	}
+	body, err := json.Marshal(ViewOf(o))
+	if err != nil {
+		return Result{}, err
+	}
+	err = s.db.InTx(ctx, func(tx *repository.Tx) error { return tx.CompleteRecord(ctx, c.id, c.token, 201, body) })
+	if errors.Is(err, repository.ErrFenced) {
+		return Result{}, ErrInFlight
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{Code: 201, Body: body, Replayed: true}, nil
 }
 
 type claim struct {

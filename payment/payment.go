@@ -70,3 +70,18 @@ func (o Outcome) Reply() Reply {
 	}
 	return ReplySuccess
 }
+
+// ValidTradeNo reports whether s can be one of our trade_nos: 1-64 characters of [A-Za-z0-9_-],
+// what every channel accepts as a merchant order number.
+func ValidTradeNo(s string) bool {
+	if len(s) < 1 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

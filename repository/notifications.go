@@ -2,6 +2,7 @@ package repository
 
 import (
 	"context"
+	"database/sql"
 	"time"
 
 	"github.com/paygw/paygw/payment"
@@ -34,21 +35,48 @@ type Anomaly struct {
 	CreatedTime       time.Time `db:"created_time"`
 }
 
-// Journal records a verified notification's first delivery; a retry of the same notify id
-// leaves the first row as it is.
+// Journal records a verified notification's first delivery inside the apply transaction; a
+// retry of the same notify id leaves the first row as it is.
 func (tx *Tx) Journal(ctx context.Context, ev payment.Event, outcome payment.Outcome, received time.Time) error {
-	const q = `INSERT IGNORE INTO notify_journal (channel, notify_id, trade_no, channel_txn_id, event,
+	return journal(ctx, tx.x, ev, outcome, received)
+}
+
+// Journal records a notification on its own, for a repeat that reached us with a notify id not
+// seen before (TRADE_FINISHED after TRADE_SUCCESS): nothing else changes, so no transaction.
+func (db *DB) Journal(ctx context.Context, ev payment.Event, outcome payment.Outcome, received time.Time) error {
+	return journal(ctx, db.x, ev, outcome, received)
+}
+
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// journal inserts once per (channel, notify_id). ON DUPLICATE KEY keeps the first row without
+// INSERT IGNORE's habit of turning other errors (truncation) into warnings.
+func journal(ctx context.Context, x execer, ev payment.Event, outcome payment.Outcome, received time.Time) error {
+	const q = `INSERT INTO notify_journal (channel, notify_id, trade_no, channel_txn_id, event,
 		channel_status, amount_fen, currency, raw_body, outcome, received_time)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	_, err := tx.x.ExecContext(ctx, q, ev.Channel, ev.NotifyID, ev.TradeNo, ev.ChannelTxnID, string(ev.Kind),
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE id = id`
+	_, err := x.ExecContext(ctx, q, ev.Channel, ev.NotifyID, ev.TradeNo, ev.ChannelTxnID, string(ev.Kind),
 		ev.Status, ev.AmountFen, ev.Currency, ev.Raw, string(outcome), received)
 	return err
 }
 
+// Seen reports, in one statement, whether a payment's record exists and whether this
+// notification is journalled: what a repeat needs to know when Redis cannot tell.
+func (db *DB) Seen(ctx context.Context, channel, txnID, notifyID string) (recorded, journalled bool, err error) {
+	const q = `SELECT
+		EXISTS (SELECT 1 FROM idempotent_record WHERE idem_key = ? AND biz_type = 'pay_notify' AND scope = ?),
+		EXISTS (SELECT 1 FROM notify_journal WHERE channel = ? AND notify_id = ?)`
+	err = db.x.QueryRowContext(ctx, q, txnID, channel, channel, notifyID).Scan(&recorded, &journalled)
+	return recorded, journalled, err
+}
+
 // FlagAnomaly records an anomaly once per (kind, channel, channel txn id).
 func (tx *Tx) FlagAnomaly(ctx context.Context, a Anomaly) error {
-	const q = `INSERT IGNORE INTO anomaly (kind, trade_no, channel, channel_txn_id, amount_fen, currency,
-		expected_amount_fen, detail, created_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	const q = `INSERT INTO anomaly (kind, trade_no, channel, channel_txn_id, amount_fen, currency,
+		expected_amount_fen, detail, created_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON DUPLICATE KEY UPDATE id = id`
 	_, err := tx.x.ExecContext(ctx, q, a.Kind, a.TradeNo, a.Channel, a.ChannelTxnID, a.AmountFen, a.Currency,
 		a.ExpectedAmountFen, a.Detail, a.CreatedTime)
 	return err

@@ -2,6 +2,7 @@ package repository
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -67,7 +68,7 @@ func (db *DB) GetOrder(ctx context.Context, tradeNo string) (Order, error) {
 func (tx *Tx) TakeStock(ctx context.Context, sku string, num int) (priceFen int64, err error) {
 	const take = `UPDATE stock SET num = num - ? WHERE sku = ? AND num >= ?`
 	res, err := tx.x.ExecContext(ctx, take, num, sku, num)
-	if err = oneRow(res, err); err == ErrFenced {
+	if err = oneRow(res, err); errors.Is(err, ErrFenced) {
 		const exists = `SELECT COUNT(*) FROM stock WHERE sku = ?`
 		var n int
 		if err := tx.x.GetContext(ctx, &n, exists, sku); err != nil {
@@ -113,6 +114,14 @@ func (tx *Tx) MarkClosed(ctx context.Context, tradeNo string) (ok bool, err erro
 	return changed(tx.x.ExecContext(ctx, q, tradeNo))
 }
 
+// OrderByIdemKey finds the order created for an idempotency key; ErrNotFound if there is none.
+func (db *DB) OrderByIdemKey(ctx context.Context, scope, key string) (Order, error) {
+	const q = `SELECT ` + orderColumns + ` FROM orders WHERE idem_scope = ? AND idem_key = ?`
+	var o Order
+	err := db.x.GetContext(ctx, &o, q, scope, key)
+	return o, notFound(err)
+}
+
 // LockOrder reads an order with a row lock, so the decision taken on it holds until commit.
 // Returns ErrNotFound for an unknown trade_no.
 func (tx *Tx) LockOrder(ctx context.Context, tradeNo string) (Order, error) {
@@ -123,7 +132,7 @@ func (tx *Tx) LockOrder(ctx context.Context, tradeNo string) (Order, error) {
 }
 
 func changed(res interface{ RowsAffected() (int64, error) }, err error) (bool, error) {
-	if err := oneRow(res, err); err == ErrFenced {
+	if err := oneRow(res, err); errors.Is(err, ErrFenced) {
 		return false, nil
 	} else if err != nil {
 		return false, err

@@ -45,6 +45,10 @@ func Open(ctx context.Context, dsn string, maxOpen int) (*DB, error) {
 		cfg.Params = map[string]string{}
 	}
 	cfg.Params["time_zone"] = "'+00:00'"
+	// A notification waits at most this long for a row lock (MariaDB's default is 50 s): long
+	// enough for a twin's transaction, short enough to answer "retry" well inside the channel's
+	// reply timeout.
+	cfg.Params["innodb_lock_wait_timeout"] = "5"
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 3 * time.Second
 	}

@@ -37,6 +37,7 @@ Usage:
   paygw migrate [--config FILE]    apply the database migrations up to the latest
   paygw migrate status [--config FILE]
   paygw sweep   [--config FILE]    one pass of the processing-timeout cleanup
+  paygw simulate keys|notify ...   play a payment channel against a gateway (paygw simulate --help)
   paygw version
 
 The config file is --config, else $PAYGW_CONFIG, else config/paygw.yaml; PAYGW_<SECTION>__<KEY>
@@ -191,9 +192,7 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 		tokens[i] = handlers.Token{Name: t.Name, Secret: t.Token}
 	}
 	srv := handlers.New(handlers.Config{
-		BodyLimitBytes: cfg.HTTP.BodyLimitBytes, KeyHeader: cfg.Idempotency.KeyHeader,
-		IdempotencyEnabled: cfg.Idempotency.Enabled, ReturnOriginalResult: cfg.Idempotency.ReturnOriginalResult,
-		Tokens: tokens,
+		BodyLimitBytes: cfg.HTTP.BodyLimitBytes, KeyHeader: cfg.Idempotency.KeyHeader, Tokens: tokens,
 	}, db, g, svc, applier, chs, log)
 
 	// The sweeper: processing records older than the timeout become failed, so a retry can run.
