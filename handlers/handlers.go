@@ -20,13 +20,6 @@ import (
 	"github.com/paygw/paygw/repository"
 )
 
-// Channel is what a notify_url needs of a channel.
-type Channel interface {
-	Name() string
-	Verify(body []byte, header http.Header, now time.Time) (payment.Event, error)
-	Reply(r payment.Reply) channels.Response
-}
-
 // Applier applies a verified event exactly once (notify.Applier).
 type Applier interface {
 	Apply(ctx context.Context, ev payment.Event) (payment.Outcome, error)
@@ -50,13 +43,13 @@ type Server struct {
 	guard    *guard.Guard
 	orders   *orders.Service
 	applier  Applier
-	channels []Channel
+	channels []channels.Channel
 	tokens   []token
 	log      zerolog.Logger
 	now      func() time.Time
 }
 
-func New(cfg Config, db *repository.DB, g *guard.Guard, o *orders.Service, a Applier, chs []Channel, log zerolog.Logger) *Server {
+func New(cfg Config, db *repository.DB, g *guard.Guard, o *orders.Service, a Applier, chs []channels.Channel, log zerolog.Logger) *Server {
 	return &Server{cfg: cfg, db: db, guard: g, orders: o, applier: a, channels: chs, tokens: digestTokens(cfg.Tokens), log: log, now: time.Now}
 }
 

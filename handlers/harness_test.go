@@ -91,7 +91,7 @@ func newHarness(t *testing.T, o options) *harness {
 	srv := New(Config{
 		BodyLimitBytes: limit, KeyHeader: "Idempotency-Key",
 		Tokens: []Token{{Name: "order-service", Secret: testToken}, {Name: "other", Secret: otherToken}},
-	}, h.db, h.guard, svc, h.applier, []Channel{channels.NewAlipay(testAppID, "", &alipayKey.PublicKey)}, log)
+	}, h.db, h.guard, svc, h.applier, []channels.Channel{channels.NewAlipay(testAppID, "", &alipayKey.PublicKey)}, log)
 	ts := httptest.NewServer(srv.Echo())
 	t.Cleanup(ts.Close)
 	h.url = ts.URL

@@ -16,7 +16,7 @@ import (
 // and only then touch Redis or MySQL through the one Applier. The reply is in the channel's own
 // words: success for anything held durably (repeats included), refusal for what fails
 // verification, retry for whatever we could not finish.
-func (s *Server) notify(ch Channel) echo.HandlerFunc {
+func (s *Server) notify(ch channels.Channel) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := s.now()
 		log := s.log.With().Str("channel", ch.Name()).Logger()

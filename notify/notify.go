@@ -57,17 +57,21 @@ func (a *Applier) Apply(ctx context.Context, ev payment.Event) (payment.Outcome,
 		return payment.OutcomeRepeat, err
 	}
 
-	lock, repeat, err := a.acquire(ctx, ev.TradeNo, markers[0])
-	if err != nil {
-		return "", err
+	// The trade's guard. Other event types change no order (and may name none): they go
+	// straight to the journal.
+	if ev.Kind != payment.KindOther {
+		lock, repeat, err := a.acquire(ctx, ev.TradeNo, markers[0])
+		if err != nil {
+			return "", err
+		}
+		if repeat {
+			return payment.OutcomeRepeat, nil
+		}
+		defer lock.Release(context.WithoutCancel(ctx)) // nil (Redis down) releases nothing
 	}
-	if repeat {
-		return payment.OutcomeRepeat, nil
-	}
-	defer lock.Release(context.WithoutCancel(ctx)) // nil (Redis down) releases nothing
 
 	var outcome payment.Outcome
-	err = a.db.InTx(ctx, func(tx *repository.Tx) error {
+	err := a.db.InTx(ctx, func(tx *repository.Tx) error {
 		var err error
 		outcome, err = a.decide(ctx, tx, ev)
 		return err
@@ -193,13 +197,13 @@ func (a *Applier) decide(ctx context.Context, tx *repository.Tx, ev payment.Even
 		}
 		outcome = payment.OutcomeClosed
 		if !ok {
-			if outcome, err = journalOnly(ctx, tx, ev); err != nil {
+			if outcome, err = journalOnly(ctx, tx, &ev); err != nil {
 				return outcome, err
 			}
 		}
 	case payment.KindPending, payment.KindRefund:
 		var err error
-		if outcome, err = journalOnly(ctx, tx, ev); err != nil {
+		if outcome, err = journalOnly(ctx, tx, &ev); err != nil {
 			return outcome, err
 		}
 	default: // other event types are acknowledged and journalled, whatever they name
@@ -209,10 +213,19 @@ func (a *Applier) decide(ctx context.Context, tx *repository.Tx, ev payment.Even
 }
 
 // journalOnly is the outcome of an event that changes no payment state: journalled, provided
-// its order exists here. For an unknown order nothing is written and the channel retries, as
-// for a payment: the notification may have outrun the order, or reached the wrong deployment.
-func journalOnly(ctx context.Context, tx *repository.Tx, ev payment.Event) (payment.Outcome, error) {
-	if _, err := tx.LockOrder(ctx, ev.TradeNo); errors.Is(err, repository.ErrNotFound) {
+// its order exists here, by trade_no or (a refund with an order number of its own) by the
+// payment it names; ev.TradeNo is then set to that order's. For an unknown order nothing is
+// written and the channel retries, as for a payment: the notification may have outrun the order,
+// or reached the wrong deployment.
+func journalOnly(ctx context.Context, tx *repository.Tx, ev *payment.Event) (payment.Outcome, error) {
+	_, err := tx.LockOrder(ctx, ev.TradeNo)
+	if errors.Is(err, repository.ErrNotFound) && ev.ChannelTxnID != "" {
+		var o repository.Order
+		if o, err = tx.LockOrderByChannelTxn(ctx, ev.Channel, ev.ChannelTxnID); err == nil {
+			ev.TradeNo = o.TradeNo
+		}
+	}
+	if errors.Is(err, repository.ErrNotFound) {
 		return payment.OutcomeUnknownOrder, errUnknownOrder
 	} else if err != nil {
 		return "", err

@@ -122,6 +122,15 @@ func (db *DB) OrderByIdemKey(ctx context.Context, scope, key string) (Order, err
 	return o, notFound(err)
 }
 
+// LockOrderByChannelTxn reads, with a row lock, the order a channel transaction paid.
+// Returns ErrNotFound if none.
+func (tx *Tx) LockOrderByChannelTxn(ctx context.Context, channel, txnID string) (Order, error) {
+	const q = `SELECT ` + orderColumns + ` FROM orders WHERE channel = ? AND channel_txn_id = ? LIMIT 1 FOR UPDATE`
+	var o Order
+	err := tx.x.GetContext(ctx, &o, q, channel, txnID)
+	return o, notFound(err)
+}
+
 // LockOrder reads an order with a row lock, so the decision taken on it holds until commit.
 // Returns ErrNotFound for an unknown trade_no.
 func (tx *Tx) LockOrder(ctx context.Context, tradeNo string) (Order, error) {

@@ -90,6 +90,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stdout, "swept %d processing record(s) older than %s\n", n, cfg.Idempotency.ProcessingTimeout())
 			return nil
 		})
+	case "simulate":
+		return simulateCmd(ctx, args, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "paygw", buildVersion())
 		return nil
@@ -180,7 +182,7 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 		Enabled: cfg.Idempotency.Enabled, RedisTTL: cfg.Idempotency.RedisTTL,
 		ReturnOriginalResult: cfg.Idempotency.ReturnOriginalResult,
 	}, log)
-	chs, err := buildChannels(cfg.Channels)
+	chs, err := channels.FromConfig(cfg.Channels)
 	if err != nil {
 		return err
 	}
@@ -224,26 +226,6 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	}
 	log.Info().Msg("stopped")
 	return nil
-}
-
-func buildChannels(c config.Channels) ([]handlers.Channel, error) {
-	var chs []handlers.Channel
-	if a := c.Alipay; a.Enabled {
-		pem := a.AlipayPublicKey
-		if a.AlipayPublicKeyFile != "" {
-			b, err := os.ReadFile(a.AlipayPublicKeyFile)
-			if err != nil {
-				return nil, fmt.Errorf("config channels.alipay.alipay_public_key_file: %w", err)
-			}
-			pem = string(b)
-		}
-		key, err := channels.ParseRSAPublicKey(pem)
-		if err != nil {
-			return nil, fmt.Errorf("config channels.alipay.alipay_public_key: %w", err)
-		}
-		chs = append(chs, channels.NewAlipay(a.AppID, a.SellerID, key))
-	}
-	return chs, nil
 }
 
 func sweepEvery(ctx context.Context, every time.Duration, db *repository.DB, timeout time.Duration, log zerolog.Logger) {

@@ -1,0 +1,359 @@
+package channels
+
+import (
+	"bytes"
+	"crypto"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/asn1"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/paygw/paygw/payment"
+)
+
+// UnionPaySignerName is the organisation UnionPay's ACP SDK expects in the third '@'-separated
+// part of the signing certificate's CN in production ("041@Z12@中国银联股份有限公司@..."). Its test
+// environment signs with "00040000:SIGN" there instead; configure that as SignerName to trust it.
+const UnionPaySignerName = "中国银联股份有限公司"
+
+// UnionPayConfig is what a UnionPay verifier trusts.
+type UnionPayConfig struct {
+	MerID         string              // our merchant id (merId)
+	Roots         []*x509.Certificate // UnionPay's root certificate(s): root_cert_file
+	Intermediates []*x509.Certificate // UnionPay's intermediate ("middle") certificate(s): intermediate_cert_file
+	SignerName    string              // "" = UnionPaySignerName
+}
+
+// UnionPay verifies UnionPay ACP 5.1.0 back notifications (signMethod 01: RSA certificates) and
+// renders the replies UnionPay expects.
+type UnionPay struct {
+	merID         string
+	roots         *x509.CertPool
+	intermediates *x509.CertPool
+	signerName    string
+}
+
+// NewUnionPay checks c and returns a verifier. Errors name the configuration key at fault.
+func NewUnionPay(c UnionPayConfig) (*UnionPay, error) {
+	if c.MerID == "" {
+		return nil, errors.New("channels.unionpay.mer_id: must be set")
+	}
+	if len(c.Roots) == 0 {
+		return nil, errors.New("channels.unionpay.root_cert_file: no certificate")
+	}
+	if len(c.Intermediates) == 0 {
+		return nil, errors.New("channels.unionpay.intermediate_cert_file: no certificate")
+	}
+	roots := x509.NewCertPool()
+	for _, r := range c.Roots {
+		if r == nil || !r.BasicConstraintsValid || !r.IsCA {
+			return nil, errors.New("channels.unionpay.root_cert_file: not a CA certificate")
+		}
+		roots.AddCert(r)
+	}
+	intermediates := x509.NewCertPool()
+	for _, ic := range c.Intermediates {
+		if ic == nil || !ic.BasicConstraintsValid || !ic.IsCA {
+			return nil, errors.New("channels.unionpay.intermediate_cert_file: not a CA certificate")
+		}
+		// A middle certificate from another chain (test vs production) would make every notification
+		// fail; say so at start rather than at the first payment.
+		signed := false
+		for _, r := range c.Roots {
+			if ic.CheckSignatureFrom(r) == nil {
+				signed = true
+				break
+			}
+		}
+		if !signed {
+			return nil, errors.New("channels.unionpay.intermediate_cert_file: not issued by a certificate in root_cert_file")
+		}
+		intermediates.AddCert(ic)
+	}
+	name := c.SignerName
+	if name == "" {
+		name = UnionPaySignerName
+	}
+	return &UnionPay{merID: c.MerID, roots: roots, intermediates: intermediates, signerName: name}, nil
+}
+
+// Name is the channel name stored with every event.
+func (u *UnionPay) Name() string { return "unionpay" }
+
+// unionPayTimeLayout is how ACP writes txnTime, in Beijing time.
+const unionPayTimeLayout = "20060102150405"
+
+// Verify checks the form body of a UnionPay back notification and maps it to an event. header is
+// unused: UnionPay signs the body alone. now is the instant the signing certificate must be valid at.
+//
+// Errors: ErrMalformed for an unparseable body or a missing or invalid field; ErrUnsupported for
+// an encoding other than UTF-8, a version other than 5.1.0 or a signMethod other than 01;
+// ErrBadSignature when the signature or signPubKeyCert is missing or undecodable, the certificate
+// does not chain to the configured roots, is not valid at now or is not UnionPay's, or the
+// signature does not match; ErrNotOurs when merId differs. Fields are looked at only once the
+// signature holds.
+func (u *UnionPay) Verify(body []byte, header http.Header, now time.Time) (payment.Event, error) {
+	params, err := parseUnionPayForm(body)
+	if err != nil {
+		return payment.Event{}, err
+	}
+	if err := u.checkSignature(params, now); err != nil {
+		return payment.Event{}, err
+	}
+	if !equalConstantTime(params["merId"], u.merID) {
+		return payment.Event{}, fmt.Errorf("%w: unionpay: merId differs from ours", ErrNotOurs)
+	}
+	return unionPayEvent(params, body)
+}
+
+// parseUnionPayForm reads the form body and refuses, before any cryptography, what this verifier
+// does not implement.
+func parseUnionPayForm(body []byte) (map[string]string, error) {
+	params, err := parseForm("unionpay", body)
+	if err != nil {
+		return nil, err
+	}
+	if enc := params["encoding"]; enc != "" && !strings.EqualFold(enc, "utf-8") {
+		return nil, fmt.Errorf("%w: unionpay: encoding %s", ErrUnsupported, quote(enc))
+	}
+	if err := checkUTF8("unionpay", params); err != nil {
+		return nil, err
+	}
+	if v := params["version"]; v != "5.1.0" {
+		return nil, fmt.Errorf("%w: unionpay: version %s, want 5.1.0", ErrUnsupported, quote(v))
+	}
+	if m := params["signMethod"]; m != "01" {
+		return nil, fmt.Errorf("%w: unionpay: signMethod %s, want 01", ErrUnsupported, quote(m))
+	}
+	return params, nil
+}
+
+func (u *UnionPay) checkSignature(params map[string]string, now time.Time) error {
+	bad := func(reason string) error { return fmt.Errorf("%w: unionpay: %s", ErrBadSignature, reason) }
+
+	if params["signature"] == "" {
+		return bad("signature missing")
+	}
+	sig, err := base64.StdEncoding.DecodeString(params["signature"])
+	if err != nil {
+		return bad("signature is not base64")
+	}
+	cert, reason := parseUnionPayCert(params["signPubKeyCert"])
+	if reason != "" {
+		return bad(reason)
+	}
+
+	switch {
+	case now.Before(cert.NotBefore):
+		return bad("certificate not yet valid")
+	case now.After(cert.NotAfter):
+		return bad("certificate expired")
+	}
+	if _, err := cert.Verify(x509.VerifyOptions{
+		Roots:         u.roots,
+		Intermediates: u.intermediates,
+		CurrentTime:   now,
+		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageAny},
+	}); err != nil {
+		var invalid x509.CertificateInvalidError
+		if errors.As(err, &invalid) && invalid.Reason == x509.Expired {
+			return bad("certificate chain not valid now") // an intermediate or root out of date
+		}
+		return bad("certificate does not chain")
+	}
+	if !equalConstantTime(unionPaySignerOf(cert), u.signerName) {
+		return bad("signer name")
+	}
+	key, ok := cert.PublicKey.(*rsa.PublicKey)
+	switch {
+	case !ok:
+		return bad("certificate key is not RSA")
+	case key.N.BitLen() < minRSABits:
+		return bad("certificate key too short")
+	}
+
+	digest := sha256.Sum256([]byte(unionPayDigestHex(params)))
+	if err := rsa.VerifyPKCS1v15(key, crypto.SHA256, digest[:], sig); err != nil {
+		return bad("signature does not match")
+	}
+	return nil
+}
+
+// parseUnionPayCert reads signPubKeyCert: exactly one PEM CERTIFICATE block. It returns a short
+// reason instead of an error so no parser detail reaches the logs.
+func parseUnionPayCert(s string) (*x509.Certificate, string) {
+	if s == "" {
+		return nil, "signPubKeyCert missing"
+	}
+	block, rest := pem.Decode([]byte(s))
+	switch {
+	case block == nil:
+		return nil, "signPubKeyCert is not PEM"
+	case block.Type != "CERTIFICATE":
+		return nil, "signPubKeyCert is not a certificate"
+	case len(bytes.TrimSpace(rest)) != 0:
+		return nil, "signPubKeyCert has data after the certificate"
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return nil, "signPubKeyCert does not parse"
+	}
+	return cert, ""
+}
+
+// oidCommonName is the X.520 commonName attribute.
+var oidCommonName = asn1.ObjectIdentifier{2, 5, 4, 3}
+
+// unionPaySignerOf is the organisation the ACP SDK reads from a signing certificate: the third
+// '@'-separated part of the subject CN ("041@Z12@中国银联股份有限公司@00000002"), or "" when the CN
+// has fewer parts. A subject with several CNs yields "": which one the SDK would read depends on
+// the SDK, so none is trusted.
+func unionPaySignerOf(cert *x509.Certificate) string {
+	cns := 0
+	for _, atv := range cert.Subject.Names {
+		if atv.Type.Equal(oidCommonName) {
+			cns++
+		}
+	}
+	if cns != 1 {
+		return ""
+	}
+	parts := strings.Split(cert.Subject.CommonName, "@")
+	if len(parts) < 3 {
+		return ""
+	}
+	return parts[2]
+}
+
+// unionPaySignedString is what UnionPay signs: every received parameter but signature (empty
+// values and signPubKeyCert included), sorted by key in byte order, as k=v joined by &, values
+// decoded. Built from the received map, so fields we do not know count too.
+func unionPaySignedString(params map[string]string) string {
+	keys := make([]string, 0, len(params))
+	for k := range params {
+		if k != "signature" {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte('&')
+		}
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(params[k])
+	}
+	return b.String()
+}
+
+// unionPayDigestHex is the first of ACP 5.1.0's two hashes: the lower-case hex SHA-256 of the
+// signed string. The RSA signature is over these 64 ASCII characters, hashed again.
+func unionPayDigestHex(params map[string]string) string {
+	sum := sha256.Sum256([]byte(unionPaySignedString(params)))
+	return hex.EncodeToString(sum[:])
+}
+
+// unionPayCurrencies maps the ISO 4217 numeric codes ACP sends in currencyCode.
+var unionPayCurrencies = map[string]string{"156": "CNY", "840": "USD", "978": "EUR", "344": "HKD"}
+
+// unionPayEvent maps verified parameters to an event.
+func unionPayEvent(params map[string]string, body []byte) (payment.Event, error) {
+	ev := payment.Event{Channel: "unionpay", Raw: bytes.Clone(body)}
+
+	ev.TradeNo = params["orderId"]
+	if !validTradeNo(ev.TradeNo) {
+		return payment.Event{}, fmt.Errorf("%w: unionpay: orderId missing or not 1-64 of [A-Za-z0-9_-]", ErrMalformed)
+	}
+	var err error
+	if ev.ChannelTxnID, err = requiredField("unionpay", params, "queryId", 64); err != nil {
+		return payment.Event{}, err
+	}
+	txnType, err := requiredField("unionpay", params, "txnType", 2)
+	if err != nil {
+		return payment.Event{}, err
+	}
+	respCode, err := requiredField("unionpay", params, "respCode", 2)
+	if err != nil {
+		return payment.Event{}, err
+	}
+	// UnionPay's retries of one notice repeat these three; a refund or cancel has its own queryId.
+	ev.NotifyID = ev.ChannelTxnID + ":" + txnType + ":" + respCode
+	ev.Status = "txnType=" + txnType + " respCode=" + respCode
+
+	if ev.AmountFen, err = parseUnionPayFen(params["txnAmt"]); err != nil {
+		return payment.Event{}, err
+	}
+	code := params["currencyCode"]
+	if ev.Currency = unionPayCurrencies[code]; ev.Currency == "" {
+		return payment.Event{}, fmt.Errorf("%w: unionpay: currencyCode %s", ErrMalformed, quote(code))
+	}
+	// Fixed UTC+8 (China keeps no DST), so no tzdata is needed.
+	beijing := time.FixedZone("CST", 8*3600)
+	if ev.PaidAt, err = time.ParseInLocation(unionPayTimeLayout, params["txnTime"], beijing); err != nil {
+		return payment.Event{}, fmt.Errorf("%w: unionpay: txnTime missing or not %s", ErrMalformed, unionPayTimeLayout)
+	}
+
+	switch txnType {
+	case "01": // consume
+		ev.Kind = payment.KindPending
+		if respCode == "00" || respCode == "A6" { // A6: success with a defect; funds taken
+			ev.Kind = payment.KindPaid
+		}
+	case "04", "31": // refund, consume cancel (same-day void)
+		ev.Kind = payment.KindRefund
+		if txnType == "31" {
+			ev.Kind = payment.KindClosed
+		}
+		// These carry the merchant's own refund or cancel orderId, not necessarily the
+		// trade_no; origQryId names the payment they undo, so the journal can find its order.
+		if orig := params["origQryId"]; orig != "" && len(orig) <= 64 {
+			ev.ChannelTxnID = orig
+		}
+	default:
+		ev.Kind = payment.KindOther
+	}
+	return ev, nil
+}
+
+// parseUnionPayFen reads an ACP amount: minor units as ASCII digits, at most 12 of them (the field's width).
+// Leading zeros are tolerated: the value is exact either way and refusing one would lose a payment.
+func parseUnionPayFen(s string) (int64, error) {
+	if !allDigits(s) || len(s) > 12 {
+		return 0, fmt.Errorf("%w: unionpay: txnAmt %s: want 1-12 digits", ErrMalformed, quote(s))
+	}
+	var fen int64
+	for i := 0; i < len(s); i++ {
+		fen = fen*10 + int64(s[i]-'0')
+	}
+	if fen > maxFen {
+		return 0, fmt.Errorf("%w: unionpay: txnAmt %s: too large", ErrMalformed, quote(s))
+	}
+	return fen, nil
+}
+
+// Reply renders the answer UnionPay understands: HTTP 200 means received (body "ok" by custom);
+// anything else makes it deliver again, at most 5 times. A refusal is still answered 4xx so our own
+// logs tell it apart.
+func (u *UnionPay) Reply(r payment.Reply) Response {
+	const contentType = "text/plain; charset=utf-8"
+	switch r {
+	case payment.ReplySuccess:
+		return Response{Status: http.StatusOK, ContentType: contentType, Body: []byte("ok")}
+	case payment.ReplyRefuse:
+		return Response{Status: http.StatusBadRequest, ContentType: contentType, Body: []byte("fail")}
+	default: // ReplyRetry, and anything unknown: a redelivery is never lost money
+		return Response{Status: http.StatusInternalServerError, ContentType: contentType, Body: []byte("fail")}
+	}
+}

@@ -1,0 +1,447 @@
+package channels
+
+import (
+	"bytes"
+	"context"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/wechatpay-apiv3/wechatpay-go/core"
+	"github.com/wechatpay-apiv3/wechatpay-go/core/auth"
+	"github.com/wechatpay-apiv3/wechatpay-go/core/auth/validators"
+	"github.com/wechatpay-apiv3/wechatpay-go/core/auth/verifiers"
+	"github.com/wechatpay-apiv3/wechatpay-go/utils"
+
+	"github.com/paygw/paygw/payment"
+)
+
+// ErrStale means a notification's timestamp is outside the channel's clock window: too old (a
+// replay, or a delivery held back) or too far in the future. Like the other errors, refuse it.
+var ErrStale = errors.New("channels: stale")
+
+// WeChatPayConfig is what NewWeChatPay needs. Platform keys come in two modes that WeChat runs
+// side by side during its switch-over: the platform public key (PublicKeyID "PUB_KEY_ID_...")
+// and platform certificates, whose serials are read from the certificates themselves. Several
+// certificates are all trusted at once, as during a certificate rotation.
+type WeChatPayConfig struct {
+	MchID        string // channels.wechatpay.mch_id
+	AppID        string // channels.wechatpay.app_id
+	APIv3Key     string // channels.wechatpay.api_v3_key: exactly 32 bytes
+	PublicKeyID  string // channels.wechatpay.platform_public_key_id
+	PublicKey    *rsa.PublicKey
+	Certificates []*x509.Certificate // channels.wechatpay.platform_certificate_files
+}
+
+// WeChatPay verifies WeChat Pay API v3 notifications with the official SDK's validator, then
+// decrypts and maps the resource itself, and renders the replies WeChat expects.
+type WeChatPay struct {
+	mchID, appID, apiV3Key string
+	serials                map[string]bool // every Wechatpay-Serial we hold a key for
+	validator              *validators.WechatPayNotifyValidator
+}
+
+// wechatMinRSABits: the signature type is WECHATPAY2-SHA256-RSA2048, so anything smaller is a
+// configuration mistake.
+const wechatMinRSABits = 2048
+
+// wechatWindow is WeChat's clock window: refuse when |now - Wechatpay-Timestamp| >= 5 min.
+const wechatWindow = 300 * time.Second
+
+const wechatSignatureType = "WECHATPAY2-SHA256-RSA2048"
+
+// NewWeChatPay checks c and builds the SDK verifier that fits it: public key, certificates, or
+// both (the SDK's combined verifier). Errors name the configuration key at fault.
+func NewWeChatPay(c WeChatPayConfig) (*WeChatPay, error) {
+	const p = "channels: wechatpay: channels.wechatpay."
+	switch {
+	case c.MchID == "":
+		return nil, errors.New(p + "mch_id: empty")
+	case c.AppID == "":
+		return nil, errors.New(p + "app_id: empty")
+	case len(c.APIv3Key) != 32:
+		return nil, fmt.Errorf(p+"api_v3_key: %d bytes, want exactly 32", len(c.APIv3Key))
+	case c.PublicKeyID == "" && c.PublicKey == nil && len(c.Certificates) == 0:
+		return nil, errors.New(p + "platform_public_key_id/platform_public_key_file or platform_certificate_files: neither is set")
+	case c.PublicKeyID != "" && c.PublicKey == nil:
+		return nil, errors.New(p + "platform_public_key_file: missing while platform_public_key_id is set")
+	case c.PublicKeyID == "" && c.PublicKey != nil:
+		return nil, errors.New(p + "platform_public_key_id: missing while platform_public_key_file is set")
+	}
+
+	w := &WeChatPay{mchID: c.MchID, appID: c.AppID, apiV3Key: c.APIv3Key, serials: make(map[string]bool)}
+
+	if c.PublicKey != nil {
+		if n := c.PublicKey.N.BitLen(); n < wechatMinRSABits {
+			return nil, fmt.Errorf(p+"platform_public_key_file: %d-bit key, want at least %d", n, wechatMinRSABits)
+		}
+		if strings.TrimSpace(c.PublicKeyID) != c.PublicKeyID {
+			return nil, errors.New(p + "platform_public_key_id: surrounding white space")
+		}
+		w.serials[c.PublicKeyID] = true
+	}
+	for i, cert := range c.Certificates {
+		if cert == nil {
+			return nil, fmt.Errorf(p+"platform_certificate_files[%d]: nil certificate", i)
+		}
+		// The SDK type-asserts *rsa.PublicKey at verification time and would panic on another key.
+		key, ok := cert.PublicKey.(*rsa.PublicKey)
+		if !ok {
+			return nil, fmt.Errorf(p+"platform_certificate_files[%d]: %T key, want RSA", i, cert.PublicKey)
+		}
+		if n := key.N.BitLen(); n < wechatMinRSABits {
+			return nil, fmt.Errorf(p+"platform_certificate_files[%d]: %d-bit key, want at least %d", i, n, wechatMinRSABits)
+		}
+		serial := utils.GetCertificateSerialNumber(*cert) // the key core.CertificateMap uses
+		switch {
+		case cert.SerialNumber == nil || cert.SerialNumber.Sign() <= 0:
+			return nil, fmt.Errorf(p+"platform_certificate_files[%d]: serial number is not positive", i)
+		case w.serials[serial]:
+			return nil, fmt.Errorf(p+"platform_certificate_files[%d]: serial %s appears twice (or equals platform_public_key_id)", i, serial)
+		}
+		w.serials[serial] = true
+	}
+
+	var verifier auth.Verifier
+	switch {
+	case c.PublicKey != nil && len(c.Certificates) > 0:
+		verifier = verifiers.NewSHA256WithRSACombinedVerifier(core.NewCertificateMapWithList(c.Certificates), c.PublicKeyID, *c.PublicKey)
+	case c.PublicKey != nil:
+		verifier = verifiers.NewSHA256WithRSAPubkeyVerifier(c.PublicKeyID, *c.PublicKey)
+	default:
+		verifier = verifiers.NewSHA256WithRSAVerifier(core.NewCertificateMapWithList(c.Certificates))
+	}
+	w.validator = validators.NewWechatPayNotifyValidator(verifier)
+	return w, nil
+}
+
+// Name is the channel name stored with every event.
+func (w *WeChatPay) Name() string { return "wechatpay" }
+
+// Verify checks the headers and signature of a WeChat Pay notification over the raw body, then
+// decrypts its resource and maps it to an event.
+//
+// Errors: ErrMalformed for a missing, repeated or ill-formed Wechatpay-* header, a body or
+// resource that does not parse, or a resource that does not decrypt with the APIv3 key (the
+// signature held by then, so it is not a forgery: most likely our api_v3_key is not the one set
+// in the merchant console); ErrUnsupported for a Wechatpay-Signature-Type or resource algorithm
+// other than WeChat's one; ErrStale when |now - Wechatpay-Timestamp| >= 300 s; ErrBadSignature
+// for an unknown Wechatpay-Serial or a signature that does not verify (WeChat's probes with a
+// wrong signature land here); ErrNotOurs when mchid or appid differ. The SDK's own error text,
+// which quotes the whole request, never reaches our errors.
+func (w *WeChatPay) Verify(body []byte, header http.Header, now time.Time) (payment.Event, error) {
+	if err := w.checkHeader(header, now); err != nil {
+		return payment.Event{}, err
+	}
+
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, "/notify/wechatpay", bytes.NewReader(body))
+	if err != nil {
+		return payment.Event{}, fmt.Errorf("%w: wechatpay: cannot build the request to verify", ErrMalformed)
+	}
+	req.Header = header.Clone()
+	if err := w.validator.Validate(req.Context(), req); err != nil {
+		return payment.Event{}, fmt.Errorf("%w: wechatpay: signature does not verify", ErrBadSignature)
+	}
+	return w.eventFromBody(body)
+}
+
+// checkHeader does, with our clock, the checks that need no key, so that the SDK (which reads
+// time.Now and describes failures in free text) is only asked whether the signature holds.
+func (w *WeChatPay) checkHeader(header http.Header, now time.Time) error {
+	get := func(key string) (string, error) {
+		vs := header.Values(key)
+		switch {
+		case len(vs) == 0 || strings.TrimSpace(vs[0]) == "":
+			return "", fmt.Errorf("%w: wechatpay: header %s missing", ErrMalformed, key)
+		case len(vs) > 1:
+			return "", fmt.Errorf("%w: wechatpay: header %s repeated", ErrMalformed, key)
+		}
+		return strings.TrimSpace(vs[0]), nil // as the SDK reads it
+	}
+	tsText, err := get("Wechatpay-Timestamp")
+	if err != nil {
+		return err
+	}
+	if _, err := get("Wechatpay-Nonce"); err != nil {
+		return err
+	}
+	sig, err := get("Wechatpay-Signature")
+	if err != nil {
+		return err
+	}
+	serial, err := get("Wechatpay-Serial")
+	if err != nil {
+		return err
+	}
+	if st := header.Get("Wechatpay-Signature-Type"); st != "" && st != wechatSignatureType {
+		return fmt.Errorf("%w: wechatpay: Wechatpay-Signature-Type %s", ErrUnsupported, quote(st))
+	}
+
+	// The SDK signs-checks strconv of the parsed number, so only its canonical form is accepted:
+	// "+17..." or "017..." would verify a different message than the one sent.
+	ts, err := strconv.ParseInt(tsText, 10, 64)
+	if err != nil || !allDigits(tsText) || strconv.FormatInt(ts, 10) != tsText {
+		return fmt.Errorf("%w: wechatpay: Wechatpay-Timestamp is not decimal unix seconds", ErrMalformed)
+	}
+	if !withinWindow(now, ts) {
+		return fmt.Errorf("%w: wechatpay: Wechatpay-Timestamp outside the 300 s window", ErrStale)
+	}
+	// The SDK repeats the check with the wall clock; say so plainly rather than let it fail as
+	// a bad signature when our now and the wall clock disagree.
+	if !withinWindow(time.Now(), ts) {
+		return fmt.Errorf("%w: wechatpay: Wechatpay-Timestamp outside the 300 s window of the wall clock", ErrStale)
+	}
+
+	if !w.serials[serial] {
+		return fmt.Errorf("%w: wechatpay: unknown serial", ErrBadSignature)
+	}
+	if _, err := base64.StdEncoding.DecodeString(sig); err != nil {
+		return fmt.Errorf("%w: wechatpay: Wechatpay-Signature is not base64", ErrBadSignature)
+	}
+	return nil
+}
+
+func withinWindow(now time.Time, ts int64) bool {
+	d := now.Unix() - ts
+	return d > -int64(wechatWindow/time.Second) && d < int64(wechatWindow/time.Second)
+}
+
+// wechatBody is the notification envelope; resource is what WeChat encrypted for us.
+type wechatBody struct {
+	ID           string `json:"id"`
+	CreateTime   string `json:"create_time"`
+	EventType    string `json:"event_type"`
+	ResourceType string `json:"resource_type"`
+	Resource     *struct {
+		Algorithm      string `json:"algorithm"`
+		Ciphertext     string `json:"ciphertext"`
+		Nonce          string `json:"nonce"`
+		AssociatedData string `json:"associated_data"`
+		OriginalType   string `json:"original_type"`
+	} `json:"resource"`
+}
+
+// wechatResource covers both plain resources we read: transactions and refunds.
+type wechatResource struct {
+	AppID         string `json:"appid"`
+	MchID         string `json:"mchid"`
+	OutTradeNo    string `json:"out_trade_no"`
+	TransactionID string `json:"transaction_id"`
+	TradeState    string `json:"trade_state"`
+	RefundID      string `json:"refund_id"`
+	RefundStatus  string `json:"refund_status"`
+	SuccessTime   string `json:"success_time"`
+	Amount        *struct {
+		Total    *int64 `json:"total"`
+		Refund   *int64 `json:"refund"`
+		Currency string `json:"currency"`
+	} `json:"amount"`
+}
+
+// wechatAEADNonceSize is the only nonce length WeChat uses, and the only one cipher.GCM accepts
+// without panicking.
+const wechatAEADNonceSize = 12
+
+// eventFromBody parses, decrypts and maps a body whose signature already holds. It is apart from
+// Verify so that fuzzing reaches it without forging signatures.
+func (w *WeChatPay) eventFromBody(body []byte) (payment.Event, error) {
+	var env wechatBody
+	if err := json.Unmarshal(body, &env); err != nil {
+		return payment.Event{}, fmt.Errorf("%w: wechatpay: body is not the notification JSON", ErrMalformed)
+	}
+	switch {
+	case env.ID == "":
+		return payment.Event{}, fmt.Errorf("%w: wechatpay: id missing", ErrMalformed)
+	case len(env.ID) > 128:
+		return payment.Event{}, fmt.Errorf("%w: wechatpay: id longer than 128 bytes", ErrMalformed)
+	case env.EventType == "":
+		return payment.Event{}, fmt.Errorf("%w: wechatpay: event_type missing", ErrMalformed)
+	case len(env.EventType) > 64:
+		return payment.Event{}, fmt.Errorf("%w: wechatpay: event_type longer than 64 bytes", ErrMalformed)
+	case env.Resource == nil:
+		return payment.Event{}, fmt.Errorf("%w: wechatpay: resource missing", ErrMalformed)
+	case env.Resource.Algorithm != "AEAD_AES_256_GCM":
+		return payment.Event{}, fmt.Errorf("%w: wechatpay: resource algorithm %s", ErrUnsupported, quote(env.Resource.Algorithm))
+	case len(env.Resource.Nonce) != wechatAEADNonceSize:
+		return payment.Event{}, fmt.Errorf("%w: wechatpay: resource nonce is %d bytes, want %d", ErrMalformed, len(env.Resource.Nonce), wechatAEADNonceSize)
+	}
+	plain, err := utils.DecryptAES256GCM(w.apiV3Key, env.Resource.AssociatedData, env.Resource.Nonce, env.Resource.Ciphertext)
+	if err != nil {
+		return payment.Event{}, fmt.Errorf("%w: wechatpay: resource does not decrypt with the APIv3 key", ErrMalformed)
+	}
+	var res wechatResource
+	if err := json.Unmarshal([]byte(plain), &res); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" { // Field is our struct's path, not input
+			return payment.Event{}, fmt.Errorf("%w: wechatpay: resource field %s has the wrong type", ErrMalformed, te.Field)
+		}
+		return payment.Event{}, fmt.Errorf("%w: wechatpay: decrypted resource is not JSON", ErrMalformed)
+	}
+
+	ev := payment.Event{
+		Channel:  "wechatpay",
+		NotifyID: env.ID,
+		Status:   env.EventType,
+		Currency: "CNY",
+		Raw:      bytes.Clone(body),
+	}
+	switch env.EventType {
+	case "TRANSACTION.SUCCESS":
+		err = w.mapTransaction(&ev, res)
+	case "REFUND.SUCCESS", "REFUND.ABNORMAL", "REFUND.CLOSED":
+		err = w.mapRefund(&ev, res)
+	default:
+		err = w.mapOther(&ev, res)
+	}
+	if err != nil {
+		return payment.Event{}, err
+	}
+	return ev, nil
+}
+
+func (w *WeChatPay) mapTransaction(ev *payment.Event, res wechatResource) error {
+	if !equalConstantTime(res.MchID, w.mchID) {
+		return fmt.Errorf("%w: wechatpay: mchid differs from ours", ErrNotOurs)
+	}
+	if !equalConstantTime(res.AppID, w.appID) {
+		return fmt.Errorf("%w: wechatpay: appid differs from ours", ErrNotOurs)
+	}
+	if err := wechatIDs(ev, res); err != nil {
+		return err
+	}
+	if res.TradeState == "" || len(res.TradeState) > 32 {
+		return fmt.Errorf("%w: wechatpay: trade_state missing or longer than 32 bytes", ErrMalformed)
+	}
+	ev.Status += ":" + res.TradeState
+	ev.Kind = payment.KindPending
+	if res.TradeState == "SUCCESS" {
+		ev.Kind = payment.KindPaid
+	}
+	if res.Amount == nil || res.Amount.Total == nil {
+		return fmt.Errorf("%w: wechatpay: amount.total missing", ErrMalformed)
+	}
+	var err error
+	if ev.AmountFen, err = wechatFen("amount.total", *res.Amount.Total); err != nil {
+		return err
+	}
+	if ev.Currency, err = wechatCurrency(res.Amount.Currency); err != nil {
+		return err
+	}
+	return wechatSuccessTime(ev, res)
+}
+
+func (w *WeChatPay) mapRefund(ev *payment.Event, res wechatResource) error {
+	if !equalConstantTime(res.MchID, w.mchID) {
+		return fmt.Errorf("%w: wechatpay: mchid differs from ours", ErrNotOurs)
+	}
+	if err := wechatIDs(ev, res); err != nil {
+		return err
+	}
+	if res.RefundID == "" {
+		return fmt.Errorf("%w: wechatpay: refund_id missing", ErrMalformed)
+	}
+	if res.RefundStatus != "" {
+		if len(res.RefundStatus) > 32 {
+			return fmt.Errorf("%w: wechatpay: refund_status longer than 32 bytes", ErrMalformed)
+		}
+		ev.Status += ":" + res.RefundStatus
+	}
+	ev.Kind = payment.KindRefund
+	if res.Amount == nil || res.Amount.Refund == nil {
+		return fmt.Errorf("%w: wechatpay: amount.refund missing", ErrMalformed)
+	}
+	var err error
+	if ev.AmountFen, err = wechatFen("amount.refund", *res.Amount.Refund); err != nil {
+		return err
+	}
+	if ev.Currency, err = wechatCurrency(res.Amount.Currency); err != nil {
+		return err
+	}
+	return wechatSuccessTime(ev, res)
+}
+
+// mapOther journals an event type we do not act on; it still has to name one of our orders.
+func (w *WeChatPay) mapOther(ev *payment.Event, res wechatResource) error {
+	if res.MchID != "" && !equalConstantTime(res.MchID, w.mchID) {
+		return fmt.Errorf("%w: wechatpay: mchid differs from ours", ErrNotOurs)
+	}
+	ev.Kind = payment.KindOther
+	ev.TradeNo = res.OutTradeNo
+	if !validTradeNo(ev.TradeNo) {
+		return fmt.Errorf("%w: wechatpay: out_trade_no missing or not 1-64 of [A-Za-z0-9_-]", ErrMalformed)
+	}
+	if len(res.TransactionID) <= 64 {
+		ev.ChannelTxnID = res.TransactionID
+	}
+	return nil
+}
+
+func wechatIDs(ev *payment.Event, res wechatResource) error {
+	ev.TradeNo = res.OutTradeNo
+	if !validTradeNo(ev.TradeNo) {
+		return fmt.Errorf("%w: wechatpay: out_trade_no missing or not 1-64 of [A-Za-z0-9_-]", ErrMalformed)
+	}
+	switch {
+	case res.TransactionID == "":
+		return fmt.Errorf("%w: wechatpay: transaction_id missing", ErrMalformed)
+	case len(res.TransactionID) > 64:
+		return fmt.Errorf("%w: wechatpay: transaction_id longer than 64 bytes", ErrMalformed)
+	}
+	ev.ChannelTxnID = res.TransactionID
+	return nil
+}
+
+func wechatFen(field string, fen int64) (int64, error) {
+	if fen < 0 || fen > maxFen {
+		return 0, fmt.Errorf("%w: wechatpay: %s out of range", ErrMalformed, field)
+	}
+	return fen, nil
+}
+
+// wechatCurrency upper-cases an ISO 4217 code; WeChat leaves it out for CNY at times.
+func wechatCurrency(s string) (string, error) {
+	if s == "" {
+		return "CNY", nil
+	}
+	s = strings.ToUpper(s)
+	if len(s) != 3 || strings.Trim(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != "" {
+		return "", fmt.Errorf("%w: wechatpay: amount.currency %s is not an ISO 4217 code", ErrMalformed, quote(s))
+	}
+	return s, nil
+}
+
+func wechatSuccessTime(ev *payment.Event, res wechatResource) error {
+	if res.SuccessTime == "" {
+		return nil
+	}
+	t, err := time.Parse(time.RFC3339, res.SuccessTime)
+	if err != nil {
+		return fmt.Errorf("%w: wechatpay: success_time is not RFC 3339", ErrMalformed)
+	}
+	ev.PaidAt = t
+	return nil
+}
+
+// Reply renders the answer WeChat understands: 200 with no body stops its retries; a failure is
+// any 4xx/5xx with a FAIL body, and WeChat redelivers either way (the status code is for our logs
+// and for WeChat's merchant console).
+func (w *WeChatPay) Reply(r payment.Reply) Response {
+	const contentType = "application/json"
+	switch r {
+	case payment.ReplySuccess:
+		return Response{Status: http.StatusOK}
+	case payment.ReplyRefuse:
+		return Response{Status: http.StatusBadRequest, ContentType: contentType,
+			Body: []byte(`{"code":"FAIL","message":"verification failed"}`)}
+	default: // ReplyRetry, and anything unknown: a redelivery is never lost money
+		return Response{Status: http.StatusInternalServerError, ContentType: contentType,
+			Body: []byte(`{"code":"FAIL","message":"temporarily unavailable, retry"}`)}
+	}
+}

@@ -1,0 +1,144 @@
+package simulate
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// StripeAPIVersion is the api_version simulated events carry.
+const StripeAPIVersion = "2025-07-30.basil"
+
+// Stripe event types the simulator sends.
+const (
+	StripePaymentIntentSucceeded = "payment_intent.succeeded"
+	StripeCheckoutSessionDone    = "checkout.session.completed"
+)
+
+// StripeSigner signs Stripe webhook events with a webhook signing secret (whsec_...).
+type StripeSigner struct {
+	Secret string
+	// Event is how a paid payment is reported: StripePaymentIntentSucceeded ("" too) or
+	// StripeCheckoutSessionDone. Other statuses always come as PaymentIntent or Charge events.
+	Event string
+}
+
+func (s StripeSigner) Channel() string { return "stripe" }
+
+// Sign renders p as a Stripe event: paid as payment_intent.succeeded (or, with Event
+// StripeCheckoutSessionDone, checkout.session.completed with payment_status paid and
+// client_reference_id = TradeNo), closed as payment_intent.canceled, refund as charge.refunded,
+// pending as payment_intent.processing. trade_no travels in metadata, amounts in minor units,
+// currency in lower case, as Stripe writes them.
+func (s StripeSigner) Sign(p Payment) (Message, error) {
+	if s.Secret == "" {
+		return Message{}, errors.New("stripe: no webhook secret")
+	}
+	defaultNotifyID := p.NotifyID == ""
+	p = p.normalized("stripe", "pi_")
+	if !strings.HasPrefix(p.TxnID, "pi_") {
+		p.TxnID = "pi_" + p.TxnID
+	}
+	currency := strings.ToLower(p.Currency)
+	metadata := map[string]string{"trade_no": p.TradeNo}
+	paymentIntent := func(status string, received int64) map[string]any {
+		return map[string]any{
+			"id": p.TxnID, "object": "payment_intent", "amount": p.AmountFen, "amount_capturable": 0,
+			"amount_received": received, "capture_method": "automatic_async", "created": p.Time.Unix(),
+			"currency": currency, "livemode": false, "metadata": metadata, "payment_method_types": []string{"card"},
+			"status": status,
+		}
+	}
+
+	var typ string
+	var object map[string]any
+	switch p.Status {
+	case StatusPaid:
+		switch s.Event {
+		case "", StripePaymentIntentSucceeded:
+			typ, object = StripePaymentIntentSucceeded, paymentIntent("succeeded", p.AmountFen)
+		case StripeCheckoutSessionDone:
+			typ = StripeCheckoutSessionDone
+			object = map[string]any{
+				"id": "cs_test_" + digest("stripe", "session", p.TxnID)[:58], "object": "checkout.session",
+				"amount_subtotal": p.AmountFen, "amount_total": p.AmountFen, "client_reference_id": p.TradeNo,
+				"created": p.Time.Unix(), "currency": currency, "livemode": false, "metadata": metadata,
+				"mode": "payment", "payment_intent": p.TxnID, "payment_status": "paid", "status": "complete",
+			}
+		default:
+			return Message{}, fmt.Errorf("stripe: unknown event %q", s.Event)
+		}
+	case StatusClosed:
+		typ, object = "payment_intent.canceled", paymentIntent("canceled", 0)
+		object["cancellation_reason"] = "abandoned"
+	case StatusPending:
+		typ, object = "payment_intent.processing", paymentIntent("processing", 0)
+	case StatusRefund:
+		typ = "charge.refunded"
+		object = map[string]any{
+			"id": "ch_" + strings.TrimPrefix(p.TxnID, "pi_"), "object": "charge", "amount": p.AmountFen,
+			"amount_captured": p.AmountFen, "amount_refunded": p.RefundFen, "captured": true, "created": p.Time.Unix(),
+			"currency": currency, "livemode": false, "metadata": metadata, "paid": true,
+			"payment_intent": p.TxnID, "refunded": p.RefundFen >= p.AmountFen, "status": "succeeded",
+		}
+	default:
+		return Message{}, fmt.Errorf("stripe: unknown status %q", p.Status)
+	}
+
+	id := p.NotifyID
+	if defaultNotifyID { // one id per event: a session and its PaymentIntent are two events
+		id = digest("stripe", p.TradeNo, p.TxnID, p.Status, typ)[:24]
+	}
+	if !strings.HasPrefix(id, "evt_") {
+		id = "evt_" + id
+	}
+	body, err := json.MarshalIndent(stripeEvent{
+		ID: id, Object: "event", APIVersion: StripeAPIVersion, Created: p.Time.Unix(),
+		Data: stripeEventData{Object: object}, Livemode: false, PendingWebhooks: 1, Type: typ,
+	}, "", "  ")
+	if err != nil {
+		return Message{}, err
+	}
+	return Message{Body: body, Header: http.Header{
+		"Content-Type":     {"application/json; charset=utf-8"},
+		"User-Agent":       {"Stripe/1.0 (+https://stripe.com/docs/webhooks)"},
+		"Stripe-Signature": {SignStripe(body, s.Secret, p.Time)},
+	}}, nil
+}
+
+// stripeEvent is the envelope in the order Stripe writes it.
+type stripeEvent struct {
+	ID              string          `json:"id"`
+	Object          string          `json:"object"`
+	APIVersion      string          `json:"api_version"`
+	Created         int64           `json:"created"`
+	Data            stripeEventData `json:"data"`
+	Livemode        bool            `json:"livemode"`
+	PendingWebhooks int             `json:"pending_webhooks"`
+	Request         struct {
+		ID             *string `json:"id"`
+		IdempotencyKey *string `json:"idempotency_key"`
+	} `json:"request"`
+	Type string `json:"type"`
+}
+
+type stripeEventData struct {
+	Object map[string]any `json:"object"`
+}
+
+// SignStripe returns the Stripe-Signature value for body sent at t:
+// t=<unix seconds>,v1=<hex HMAC-SHA256 keyed with the whole secret over "<t>.<body>">.
+func SignStripe(body []byte, secret string, t time.Time) string {
+	ts := strconv.FormatInt(t.Unix(), 10)
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(ts + "."))
+	mac.Write(body)
+	return "t=" + ts + ",v1=" + hex.EncodeToString(mac.Sum(nil))
+}
