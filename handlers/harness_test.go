@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paygw/paygw/channels"
 	"github.com/paygw/paygw/guard"
 	"github.com/paygw/paygw/internal/testenv"
 	"github.com/paygw/paygw/notify"
@@ -91,7 +90,7 @@ func newHarness(t *testing.T, o options) *harness {
 	srv := New(Config{
 		BodyLimitBytes: limit, KeyHeader: "Idempotency-Key",
 		Tokens: []Token{{Name: "order-service", Secret: testToken}, {Name: "other", Secret: otherToken}},
-	}, h.db, h.guard, svc, h.applier, []channels.Channel{channels.NewAlipay(testAppID, "", &alipayKey.PublicKey)}, log)
+	}, h.db, h.guard, svc, h.applier, sandbox.channels, log)
 	ts := httptest.NewServer(srv.Echo())
 	t.Cleanup(ts.Close)
 	h.url = ts.URL

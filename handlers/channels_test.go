@@ -1,0 +1,244 @@
+package handlers
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/paygw/paygw/channels"
+	"github.com/paygw/paygw/config"
+	"github.com/paygw/paygw/payment"
+	"github.com/paygw/paygw/simulate"
+)
+
+// sandbox is every channel with sandbox keys, built once for the test binary the way `paygw
+// serve` builds them: from the channels: block `paygw simulate keys` writes.
+var sandbox struct {
+	channels []channels.Channel
+	signers  map[string]simulate.Signer
+	replies  map[string]map[payment.Reply]channels.Response
+}
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "paygw-sandbox-")
+	if err != nil {
+		panic(err)
+	}
+	code := func() int {
+		defer os.RemoveAll(dir)
+		man, err := simulate.WriteKeys(dir, time.Now())
+		if err != nil {
+			panic(err)
+		}
+		cfg, err := config.Load(man.ConfigPath, nil)
+		if err != nil {
+			panic(err)
+		}
+		cfg.Channels.Alipay.AlipayPublicKeyFile = "" // the Alipay tests use this binary's own key
+		cfg.Channels.Alipay.AlipayPublicKey = string(simulate.PEMPublicKey(&alipayKey.PublicKey))
+		cfg.Channels.Alipay.AppID = testAppID
+		if sandbox.channels, err = channels.FromConfig(cfg.Channels); err != nil {
+			panic(err)
+		}
+		if sandbox.signers, err = simulate.LoadSigners(dir); err != nil {
+			panic(err)
+		}
+		sandbox.signers["alipay"] = simulate.AlipaySigner{AppID: testAppID, Key: alipayKey}
+		sandbox.replies = map[string]map[payment.Reply]channels.Response{}
+		for _, ch := range sandbox.channels {
+			sandbox.replies[ch.Name()] = map[payment.Reply]channels.Response{}
+			for _, r := range []payment.Reply{payment.ReplySuccess, payment.ReplyRefuse, payment.ReplyRetry} {
+				sandbox.replies[ch.Name()][r] = ch.Reply(r)
+			}
+		}
+		return m.Run()
+	}()
+	os.Exit(code)
+}
+
+var channelNames = []string{"alipay", "wechatpay", "stripe", "unionpay"}
+
+// send signs p for channel and delivers it.
+func (h *harness) send(channel string, p simulate.Payment) response {
+	h.t.Helper()
+	m, err := sandbox.signers[channel].Sign(p)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return h.deliver(channel, m)
+}
+
+func (h *harness) deliver(channel string, m simulate.Message) response {
+	h.t.Helper()
+	r := simulate.Send(h.t.Context(), http.DefaultClient, simulate.NotifyURL(h.url, channel), m)
+	if r.Err != nil {
+		h.t.Fatal(r.Err)
+	}
+	return response{code: r.Status, body: r.Body}
+}
+
+// wantChannelReply checks r is the channel's own rendering of the reply kind.
+func wantChannelReply(t *testing.T, channel string, r response, kind payment.Reply) {
+	t.Helper()
+	want := sandbox.replies[channel][kind]
+	if r.code != want.Status || r.body != string(want.Body) {
+		t.Fatalf("%s reply = %d %q, want %d %q", channel, r.code, r.body, want.Status, want.Body)
+	}
+}
+
+// The outcome table, for every channel through its real wire format.
+func TestOutcomeTableEveryChannel(t *testing.T) {
+	h := newHarness(t, options{})
+	for _, ch := range channelNames {
+		t.Run(ch, func(t *testing.T) {
+			t.Run("first payment, then repeats", func(t *testing.T) {
+				tn := h.seedOrder(1999)
+				p := simulate.Payment{TradeNo: tn, AmountFen: 1999}
+				m, err := sandbox.signers[ch].Sign(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for range 3 {
+					wantChannelReply(t, ch, h.deliver(ch, m), payment.ReplySuccess)
+				}
+				wantChannelReply(t, ch, h.send(ch, p), payment.ReplySuccess) // re-signed later delivery
+				o := h.order(tn)
+				if o.Status != "PAID" || *o.Channel != ch {
+					t.Fatalf("order = %+v", o)
+				}
+				if rec, j, a := h.rows(tn); rec != 1 || j != 1 || a != 0 {
+					t.Fatalf("records, journal, anomalies = %d, %d, %d; want 1, 1, 0", rec, j, a)
+				}
+			})
+			t.Run("amount differs: AMOUNT_MISMATCH once", func(t *testing.T) {
+				tn := h.seedOrder(1999)
+				for range 2 {
+					wantChannelReply(t, ch, h.send(ch, simulate.Payment{TradeNo: tn, AmountFen: 1998}), payment.ReplySuccess)
+				}
+				if h.order(tn).Status != "WAIT_PAY" || h.count(`SELECT COUNT(*) FROM anomaly WHERE trade_no = ? AND kind = 'AMOUNT_MISMATCH'`, tn) != 1 {
+					t.Fatal("want the order untouched and one AMOUNT_MISMATCH")
+				}
+			})
+			if ch != "alipay" { // Alipay notifications carry no currency: always CNY
+				t.Run("currency differs: AMOUNT_MISMATCH", func(t *testing.T) {
+					tn := h.seedOrder(1999)
+					wantChannelReply(t, ch, h.send(ch, simulate.Payment{TradeNo: tn, AmountFen: 1999, Currency: "USD"}), payment.ReplySuccess)
+					if h.order(tn).Status != "WAIT_PAY" || h.count(`SELECT COUNT(*) FROM anomaly WHERE trade_no = ?`, tn) != 1 {
+						t.Fatal("want the order untouched and one anomaly")
+					}
+				})
+			}
+			t.Run("paid after close: PAID_AFTER_CLOSE once", func(t *testing.T) {
+				tn := h.seedOrder(1999)
+				h.exec(`UPDATE orders SET status = 'CLOSED' WHERE trade_no = ?`, tn)
+				for range 2 {
+					wantChannelReply(t, ch, h.send(ch, simulate.Payment{TradeNo: tn, AmountFen: 1999}), payment.ReplySuccess)
+				}
+				if h.order(tn).Status != "CLOSED" || h.count(`SELECT COUNT(*) FROM anomaly WHERE trade_no = ? AND kind = 'PAID_AFTER_CLOSE'`, tn) != 1 {
+					t.Fatal("want the order still CLOSED and one PAID_AFTER_CLOSE")
+				}
+			})
+			t.Run("second transaction: DUPLICATE_PAYMENT once", func(t *testing.T) {
+				tn := h.seedOrder(1999)
+				wantChannelReply(t, ch, h.send(ch, simulate.Payment{TradeNo: tn, AmountFen: 1999}), payment.ReplySuccess)
+				other := simulate.Payment{TradeNo: tn, AmountFen: 1999, TxnID: otherTxn(ch, tn)}
+				for range 2 {
+					wantChannelReply(t, ch, h.send(ch, other), payment.ReplySuccess)
+				}
+				if h.count(`SELECT COUNT(*) FROM anomaly WHERE trade_no = ? AND kind = 'DUPLICATE_PAYMENT'`, tn) != 1 {
+					t.Fatal("want one DUPLICATE_PAYMENT")
+				}
+			})
+			t.Run("unknown trade_no: retry, nothing written", func(t *testing.T) {
+				tn := "UNKNOWN" + ch
+				wantChannelReply(t, ch, h.send(ch, simulate.Payment{TradeNo: tn, AmountFen: 1999}), payment.ReplyRetry)
+				if rec, j, a := h.rows(tn); rec+j+a != 0 {
+					t.Fatal("rows written for an unknown order")
+				}
+			})
+			t.Run("refund notice: journalled, still paid once", func(t *testing.T) {
+				tn := h.seedOrder(1999)
+				wantChannelReply(t, ch, h.send(ch, simulate.Payment{TradeNo: tn, AmountFen: 1999}), payment.ReplySuccess)
+				wantChannelReply(t, ch, h.send(ch, simulate.Payment{TradeNo: tn, AmountFen: 1999, Status: simulate.StatusRefund, RefundFen: 500}), payment.ReplySuccess)
+				if h.order(tn).Status != "PAID" || h.count(`SELECT COUNT(*) FROM notify_journal WHERE trade_no = ? AND event = 'REFUND'`, tn) != 1 {
+					t.Fatal("want the order PAID and the refund journalled")
+				}
+			})
+			t.Run("tampered body: refused", func(t *testing.T) {
+				tn := h.seedOrder(1999)
+				m, err := sandbox.signers[ch].Sign(simulate.Payment{TradeNo: tn, AmountFen: 1999})
+				if err != nil {
+					t.Fatal(err)
+				}
+				m.Body = append([]byte{}, m.Body...)
+				m.Body[len(m.Body)/2] ^= 0x01
+				wantChannelReply(t, ch, h.deliver(ch, m), payment.ReplyRefuse)
+				if h.order(tn).Status != "WAIT_PAY" {
+					t.Fatal("a tampered notification changed the order")
+				}
+			})
+		})
+	}
+}
+
+// otherTxn is another transaction id in the channel's own format.
+func otherTxn(channel, tradeNo string) string {
+	switch channel {
+	case "stripe":
+		return "pi_other" + tradeNo[len(tradeNo)-8:]
+	case "unionpay":
+		return "999999999999999999999"
+	}
+	return fmt.Sprintf("2099%s", tradeNo[len(tradeNo)-12:])
+}
+
+func TestDuplicateStormEveryChannel(t *testing.T) {
+	for _, ch := range channelNames {
+		t.Run(ch, func(t *testing.T) {
+			h := newHarness(t, options{twinWait: 5 * time.Second})
+			tn := h.seedOrder(1999)
+			m, err := sandbox.signers[ch].Sign(simulate.Payment{TradeNo: tn, AmountFen: 1999})
+			if err != nil {
+				t.Fatal(err)
+			}
+			replies := simulate.Storm(t.Context(), http.DefaultClient, simulate.NotifyURL(h.url, ch), m, 50, 50, nil)
+			want := sandbox.replies[ch][payment.ReplySuccess]
+			for i, r := range replies {
+				if r.Err != nil || r.Status != want.Status || r.Body != string(want.Body) {
+					t.Fatalf("reply %d = %v", i, r)
+				}
+			}
+			if rec, j, a := h.rows(tn); rec != 1 || j != 1 || a != 0 || h.order(tn).Status != "PAID" {
+				t.Fatalf("records, journal, anomalies = %d, %d, %d; want one PAID transition", rec, j, a)
+			}
+		})
+	}
+}
+
+func TestCrossChannelDuplicatePayment(t *testing.T) {
+	h := newHarness(t, options{})
+	tn := h.seedOrder(1999)
+	wantChannelReply(t, "alipay", h.send("alipay", simulate.Payment{TradeNo: tn, AmountFen: 1999}), payment.ReplySuccess)
+	var wg sync.WaitGroup
+	for range 2 { // WeChat sends twice; both are answered success, one anomaly
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wantChannelReply(t, "wechatpay", h.send("wechatpay", simulate.Payment{TradeNo: tn, AmountFen: 1999}), payment.ReplySuccess)
+		}()
+	}
+	wg.Wait()
+	o := h.order(tn)
+	if o.Status != "PAID" || *o.Channel != "alipay" {
+		t.Fatalf("order = %+v, want PAID by alipay", o)
+	}
+	if n := h.count(`SELECT COUNT(*) FROM anomaly WHERE trade_no = ? AND kind = 'DUPLICATE_PAYMENT' AND channel = 'wechatpay'`, tn); n != 1 {
+		t.Fatalf("DUPLICATE_PAYMENT anomalies = %d, want 1", n)
+	}
+	if n := h.count(`SELECT COUNT(*) FROM idempotent_record WHERE biz_type = 'pay_notify'`); n != 2 {
+		t.Fatalf("payment records = %d, want 2 (one per channel transaction)", n)
+	}
+}
