@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
-	"database/sql"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -198,14 +197,7 @@ func (h *harness) count(query string, args ...any) int {
 // exec runs a statement on the test database directly, as an operator (or a fault) would.
 func (h *harness) exec(query string, args ...any) {
 	h.t.Helper()
-	db, err := sql.Open("mysql", h.dsn)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec(query, args...); err != nil {
-		h.t.Fatal(err)
-	}
+	testenv.Exec(h.t, h.dsn, query, args...)
 }
 
 func (h *harness) order(tradeNo string) repository.Order {

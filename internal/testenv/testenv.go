@@ -144,3 +144,16 @@ func Count(tb testing.TB, dsn, query string, args ...any) int {
 	}
 	return n
 }
+
+// Exec runs one statement on the test database, as an operator (or a fault) would.
+func Exec(tb testing.TB, dsn, query string, args ...any) {
+	tb.Helper()
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(query, args...); err != nil {
+		tb.Fatalf("%s: %v", strings.TrimSpace(query), err)
+	}
+}
