@@ -4,8 +4,8 @@
 #   scripts/demo.sh        init (if needed), migrate, then serve in the foreground
 #   scripts/demo.sh init   only create .demo/ (keys, token, config)
 #
-# .demo/ (git-ignored) holds a fake "Alipay" RSA-2048 key pair, a random API
-# token and paygw.yaml. Keys and token are created once and reused;
+# .demo/ (git-ignored) holds sandbox keys for every channel (from
+# `paygw simulate keys`), a random API token and paygw.yaml. Keys and token are created once and reused;
 # paygw.yaml is rewritten on every run from MYSQL_PORT, REDIS_PORT and
 # PAYGW_HTTP_PORT (defaults 3306, 6379, 8080).
 set -euo pipefail
@@ -13,7 +13,6 @@ set -euo pipefail
 MYSQL_PORT="${MYSQL_PORT:-3306}"
 REDIS_PORT="${REDIS_PORT:-6379}"
 PAYGW_HTTP_PORT="${PAYGW_HTTP_PORT:-8080}"
-ALIPAY_APP_ID="${ALIPAY_APP_ID:-2021000000000000}"
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 DEMO="$REPO/.demo"
@@ -31,16 +30,13 @@ init() {
   old_umask="$(umask)"
   umask 077
 
-  if [ ! -s "$DEMO/alipay_private.pem" ] || [ ! -s "$DEMO/alipay_public.pem" ]; then
-    log "generating the demo Alipay RSA-2048 key pair in .demo/"
-    openssl genrsa -out "$DEMO/alipay_private.pem.tmp" 2048 2>/dev/null
-    openssl pkey -in "$DEMO/alipay_private.pem.tmp" -pubout -out "$DEMO/alipay_public.pem.tmp"
-    mv -f "$DEMO/alipay_private.pem.tmp" "$DEMO/alipay_private.pem"
-    mv -f "$DEMO/alipay_public.pem.tmp" "$DEMO/alipay_public.pem"
+  # Sandbox keys for every channel, made once by the gateway's own simulator; it also writes
+  # .demo/channels.yaml, the channels: block that trusts them.
+  if [ ! -s "$DEMO/keys.json" ] || [ ! -s "$DEMO/channels.yaml" ]; then
+    [ -x "$BIN" ] || die "$BIN not found; run 'make build' first (or just 'make run')"
+    log "generating sandbox keys for every channel in .demo/ (paygw simulate keys)"
+    "$BIN" simulate keys --out "$DEMO" >/dev/null
   fi
-  # The public key is public; readable so a container user can mount it.
-  chmod 600 "$DEMO/alipay_private.pem"
-  chmod 644 "$DEMO/alipay_public.pem"
 
   if [ ! -s "$DEMO/api_token" ]; then
     log "generating a random API token in .demo/api_token"
@@ -64,12 +60,8 @@ auth:
   api_tokens:
     - name: demo
       token: "$token"
-channels:
-  alipay:
-    enabled: true
-    app_id: "$ALIPAY_APP_ID"
-    alipay_public_key_file: "$DEMO/alipay_public.pem"
 EOF
+  grep -v '^#' "$DEMO/channels.yaml" >>"$CONFIG.tmp"
   chmod 600 "$CONFIG.tmp"
   mv -f "$CONFIG.tmp" "$CONFIG"
   umask "$old_umask"
@@ -104,6 +96,9 @@ try_it() {
  ${url_env}scripts/alipay-notify.sh <trade_no> 19.99
  ${url_env}scripts/alipay-notify.sh <trade_no> 19.99
  ${url_env}scripts/alipay-notify.sh <trade_no> 19.99
+ #    or any channel, 5 duplicates at once, with the gateway's simulator:
+ bin/paygw simulate notify --keys .demo --target http://$base --channel wechatpay \\
+      --trade-no <trade_no> --amount-fen 1999 --repeat 5 --concurrency 5
 
  # 4. the payment: paid once, stock taken once
  curl $base/v1/payments/<trade_no> -H "Authorization: Bearer \$TOKEN"
