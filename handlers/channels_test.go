@@ -167,6 +167,29 @@ func TestOutcomeTableEveryChannel(t *testing.T) {
 					t.Fatal("want the order PAID and the refund journalled")
 				}
 			})
+			t.Run("repeat through a replica with Redis down: success, nothing more", func(t *testing.T) {
+				tn := h.seedOrder(1999)
+				p := simulate.Payment{TradeNo: tn, AmountFen: 1999}
+				wantChannelReply(t, ch, h.send(ch, p), payment.ReplySuccess)
+				down := newHarness(t, options{dsn: h.dsn, redisDown: true})
+				wantChannelReply(t, ch, down.send(ch, p), payment.ReplySuccess)
+				if rec, j, _ := h.rows(tn); rec != 1 || j != 1 {
+					t.Fatalf("records, journal = %d, %d; want 1, 1", rec, j)
+				}
+			})
+			t.Run("MySQL down: retry, the next delivery applies", func(t *testing.T) {
+				tn := h.seedOrder(1999)
+				p := simulate.Payment{TradeNo: tn, AmountFen: 1999}
+				dead := newHarness(t, options{dsn: h.dsn, closedDB: true})
+				wantChannelReply(t, ch, dead.send(ch, p), payment.ReplyRetry)
+				if h.order(tn).Status != "WAIT_PAY" {
+					t.Fatal("order changed while MySQL was down")
+				}
+				wantChannelReply(t, ch, h.send(ch, p), payment.ReplySuccess)
+				if h.order(tn).Status != "PAID" {
+					t.Fatal("the redelivery did not apply")
+				}
+			})
 			t.Run("tampered body: refused", func(t *testing.T) {
 				tn := h.seedOrder(1999)
 				m, err := sandbox.signers[ch].Sign(simulate.Payment{TradeNo: tn, AmountFen: 1999})
