@@ -147,7 +147,7 @@ func alipayEvent(params map[string]string, body []byte) (payment.Event, error) {
 		return payment.Event{}, err
 	}
 	ev.TradeNo = params["out_trade_no"]
-	if !validTradeNo(ev.TradeNo) {
+	if !payment.ValidTradeNo(ev.TradeNo) {
 		return payment.Event{}, fmt.Errorf("%w: alipay: out_trade_no missing or not 1-64 of [A-Za-z0-9_-]", ErrMalformed)
 	}
 	if ev.AmountFen, err = ParseYuan(params["total_amount"]); err != nil {

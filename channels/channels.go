@@ -130,19 +130,6 @@ func allDigits(s string) bool {
 	return true
 }
 
-func validTradeNo(s string) bool {
-	if len(s) < 1 || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
 func requiredField(channel string, params map[string]string, key string, maxLen int) (string, error) {
 	v := params[key]
 	switch {

@@ -281,7 +281,7 @@ func stripeEvent(body []byte) (payment.Event, error) {
 		ev.Kind, ev.Currency, ev.AmountFen = payment.KindOther, "", 0
 		return ev, nil
 	}
-	if !validTradeNo(tradeNo) {
+	if !payment.ValidTradeNo(tradeNo) {
 		return payment.Event{}, fmt.Errorf("%w: stripe: %s not 1-64 of [A-Za-z0-9_-]", ErrMalformed, tradeNoField)
 	}
 	ev.TradeNo = tradeNo
@@ -305,7 +305,7 @@ func stripeOtherFields(obj json.RawMessage) (id, tradeNo string) {
 	if s, _ := o.ID.(string); validStripeID(s, 255) {
 		id = s
 	}
-	if s, _ := o.Metadata["trade_no"].(string); validTradeNo(s) {
+	if s, _ := o.Metadata["trade_no"].(string); payment.ValidTradeNo(s) {
 		tradeNo = s
 	}
 	return id, tradeNo

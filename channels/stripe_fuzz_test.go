@@ -51,12 +51,12 @@ func checkStripeEvent(t *testing.T, fn string, ev payment.Event, err error) {
 	case ev.AmountFen < 0 || ev.AmountFen > maxFen:
 		t.Fatalf("%s accepted amount %d", fn, ev.AmountFen)
 	case ev.Kind == payment.KindOther:
-		if ev.AmountFen != 0 || ev.Currency != "" || ev.TradeNo != "" && !validTradeNo(ev.TradeNo) {
+		if ev.AmountFen != 0 || ev.Currency != "" || ev.TradeNo != "" && !payment.ValidTradeNo(ev.TradeNo) {
 			t.Fatalf("%s made an odd KindOther event %+v", fn, ev)
 		}
 	case ev.Kind != payment.KindPaid && ev.Kind != payment.KindPending && ev.Kind != payment.KindRefund:
 		t.Fatalf("%s made kind %q", fn, ev.Kind)
-	case !validTradeNo(ev.TradeNo) || ev.ChannelTxnID == "" || len(ev.Currency) != 3 || strings.ToUpper(ev.Currency) != ev.Currency:
+	case !payment.ValidTradeNo(ev.TradeNo) || ev.ChannelTxnID == "" || len(ev.Currency) != 3 || strings.ToUpper(ev.Currency) != ev.Currency:
 		t.Fatalf("%s accepted an incomplete event %+v", fn, ev)
 	}
 }

@@ -273,7 +273,7 @@ func unionPayEvent(params map[string]string, body []byte) (payment.Event, error)
 	ev := payment.Event{Channel: "unionpay", Raw: bytes.Clone(body)}
 
 	ev.TradeNo = params["orderId"]
-	if !validTradeNo(ev.TradeNo) {
+	if !payment.ValidTradeNo(ev.TradeNo) {
 		return payment.Event{}, fmt.Errorf("%w: unionpay: orderId missing or not 1-64 of [A-Za-z0-9_-]", ErrMalformed)
 	}
 	var err error

@@ -3,6 +3,8 @@ package channels
 import (
 	"net/url"
 	"testing"
+
+	"github.com/paygw/paygw/payment"
 )
 
 func FuzzUnionPayVerify(f *testing.F) {
@@ -71,7 +73,7 @@ func FuzzUnionPayEvent(f *testing.F) {
 			t.Fatalf("unionPayEvent error %v wraps no sentinel", err)
 		case err != nil:
 			return
-		case !validTradeNo(ev.TradeNo) || ev.ChannelTxnID == "" || ev.Kind == "" || ev.Currency == "":
+		case !payment.ValidTradeNo(ev.TradeNo) || ev.ChannelTxnID == "" || ev.Kind == "" || ev.Currency == "":
 			t.Fatalf("unionPayEvent accepted an incomplete event %+v", ev)
 		case ev.AmountFen < 0 || ev.AmountFen > maxFen:
 			t.Fatalf("amount %d outside [0, %d]", ev.AmountFen, maxFen)

@@ -374,7 +374,7 @@ func (w *WeChatPay) mapOther(ev *payment.Event, res wechatResource) error {
 	}
 	ev.Kind = payment.KindOther
 	ev.TradeNo = res.OutTradeNo
-	if !validTradeNo(ev.TradeNo) {
+	if !payment.ValidTradeNo(ev.TradeNo) {
 		return fmt.Errorf("%w: wechatpay: out_trade_no missing or not 1-64 of [A-Za-z0-9_-]", ErrMalformed)
 	}
 	if len(res.TransactionID) <= 64 {
@@ -385,7 +385,7 @@ func (w *WeChatPay) mapOther(ev *payment.Event, res wechatResource) error {
 
 func wechatIDs(ev *payment.Event, res wechatResource) error {
 	ev.TradeNo = res.OutTradeNo
-	if !validTradeNo(ev.TradeNo) {
+	if !payment.ValidTradeNo(ev.TradeNo) {
 		return fmt.Errorf("%w: wechatpay: out_trade_no missing or not 1-64 of [A-Za-z0-9_-]", ErrMalformed)
 	}
 	switch {

@@ -30,7 +30,7 @@ func checkWeChatResult(t *testing.T, ev payment.Event, err error) {
 		t.Fatalf("error %v wraps no sentinel", err)
 	case err != nil:
 		return
-	case ev.TradeNo == "" || !validTradeNo(ev.TradeNo) || ev.NotifyID == "" || ev.Channel != "wechatpay":
+	case ev.TradeNo == "" || !payment.ValidTradeNo(ev.TradeNo) || ev.NotifyID == "" || ev.Channel != "wechatpay":
 		t.Fatalf("accepted an incomplete event %+v", ev)
 	case ev.AmountFen < 0 || len(ev.Currency) != 3 || ev.Kind == "":
 		t.Fatalf("accepted an event with amount %d %q, kind %q", ev.AmountFen, ev.Currency, ev.Kind)

@@ -23,11 +23,7 @@ func (s *Server) putStock(c echo.Context) error {
 	if !orders.ValidSKU(sku) {
 		return fmt.Errorf("%w: sku must be 1-64 characters of [A-Za-z0-9._-]", errBadStock)
 	}
-	body, err := s.readBody(c)
-	if err != nil {
-		return err
-	}
-	canonical, err := orders.Canonical(body)
+	canonical, err := s.readJSON(c)
 	if err != nil {
 		return err
 	}
@@ -63,11 +59,7 @@ func (s *Server) createOrder(c echo.Context) error {
 		}
 		req.Key = values[0]
 	}
-	body, err := s.readBody(c)
-	if err != nil {
-		return err
-	}
-	canonical, err := orders.Canonical(body)
+	canonical, err := s.readJSON(c)
 	if err != nil {
 		return err
 	}
@@ -89,6 +81,16 @@ func (s *Server) createOrder(c echo.Context) error {
 		contentType = "application/problem+json"
 	}
 	return c.Blob(res.Code, contentType, res.Body)
+}
+
+// readJSON reads the body once and returns it in canonical form: one JSON value, no duplicate
+// keys, valid UTF-8.
+func (s *Server) readJSON(c echo.Context) ([]byte, error) {
+	body, err := s.readBody(c)
+	if err != nil {
+		return nil, err
+	}
+	return orders.Canonical(body)
 }
 
 // validKey: 1-128 bytes of printable ASCII (no controls, no spaces at the ends).
