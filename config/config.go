@@ -31,6 +31,13 @@ type Config struct {
 	Idempotency Idempotency `koanf:"idempotency"`
 	Auth        Auth        `koanf:"auth"`
 	Channels    Channels    `koanf:"channels"`
+	Admin       Admin       `koanf:"admin"`
+}
+
+// Admin is an operators-only listener: /debug/pprof. Off unless addr is set; bind it to
+// loopback or an admin network, never to the address channels reach.
+type Admin struct {
+	Addr string `koanf:"addr"`
 }
 
 type HTTP struct {
@@ -142,6 +149,7 @@ func defaults() map[string]any {
 		"channels.stripe.enabled":              false,
 		"channels.stripe.tolerance":            "300s",
 		"channels.unionpay.enabled":            false,
+		"admin.addr":                           "",
 	}
 }
 
@@ -293,6 +301,9 @@ func (c *Config) Validate() error {
 		if (a.AlipayPublicKeyFile == "") == (a.AlipayPublicKey == "") {
 			bad("channels.alipay.alipay_public_key_file", "exactly one of it and channels.alipay.alipay_public_key must be set")
 		}
+	}
+	if c.Admin.Addr != "" && c.Admin.Addr == c.HTTP.Addr {
+		bad("admin.addr", "must differ from http.addr: the admin listener is not for the channels")
 	}
 	c.validateChannels(bad)
 	if len(errs) == 0 {

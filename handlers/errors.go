@@ -27,7 +27,9 @@ func problemOf(err error) orders.Problem {
 	switch {
 	case errors.Is(err, errTooLarge):
 		return problem(http.StatusRequestEntityTooLarge, "body too large", err)
-	case errors.Is(err, errBadBody), errors.Is(err, orders.ErrBadJSON), errors.Is(err, orders.ErrInvalid),
+	case errors.Is(err, errBadBody):
+		return problem(http.StatusRequestTimeout, "body not received", err)
+	case errors.Is(err, orders.ErrBadJSON), errors.Is(err, orders.ErrInvalid),
 		errors.Is(err, errNoKey), errors.Is(err, errBadKey), errors.Is(err, errBadStock):
 		return problem(http.StatusBadRequest, "invalid request", err)
 	case errors.Is(err, errUnauthorized):

@@ -25,9 +25,9 @@ func (s *Server) notify(ch channels.Channel) echo.HandlerFunc {
 		case errors.Is(err, errTooLarge):
 			log.Warn().Err(err).Msg("notification body refused")
 			return writeReply(c, http.StatusRequestEntityTooLarge, ch.Reply(payment.ReplyRefuse))
-		case err != nil: // the body did not arrive whole (a timeout, a reset): let the channel resend
+		case err != nil: // the body did not arrive whole (too slow, cut off): refused, nothing read
 			log.Warn().Err(err).Msg("notification body unreadable")
-			return writeReply(c, 0, ch.Reply(payment.ReplyRetry))
+			return writeReply(c, http.StatusRequestTimeout, ch.Reply(payment.ReplyRefuse))
 		}
 		ev, err := ch.Verify(body, c.Request().Header, start)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -210,8 +211,14 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 		IdleTimeout:       90 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 	}
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- hs.ListenAndServe() }()
+	if cfg.Admin.Addr != "" {
+		admin := &http.Server{Addr: cfg.Admin.Addr, Handler: adminMux(), ReadHeaderTimeout: 5 * time.Second}
+		go func() { errc <- fmt.Errorf("admin listener: %w", admin.ListenAndServe()) }()
+		defer admin.Close()
+		log.Info().Str("addr", cfg.Admin.Addr).Msg("admin listener: /debug/pprof")
+	}
 	log.Info().Str("addr", cfg.HTTP.Addr).Msg("serving")
 	select {
 	case err := <-errc:
@@ -226,6 +233,17 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	}
 	log.Info().Msg("stopped")
 	return nil
+}
+
+// adminMux serves the profiler on its own listener, never on the one channels reach.
+func adminMux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
 }
 
 func sweepEvery(ctx context.Context, every time.Duration, db *repository.DB, timeout time.Duration, log zerolog.Logger) {

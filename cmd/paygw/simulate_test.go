@@ -1,12 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/paygw/paygw/internal/testenv"
 )
@@ -64,17 +65,32 @@ func TestSimulateAgainstServe(t *testing.T) {
 	// --schedule: the order appears only after the first delivery, as when a notification
 	// outruns the order's commit. Alipay's first redelivery is due after 4 minutes; at
 	// --speedup 1000 that is 240 ms.
-	const late = "LATE0000000000000001"
-	done := make(chan result, 1)
-	go func() {
-		done <- runPaygw(t, nil, "simulate", "notify", "--channel", "alipay", "--trade-no", late, "--amount-fen", "500",
-			"--schedule", "--speedup", "1000", "--target", srv.url, "--keys", keys)
-	}()
-	time.Sleep(120 * time.Millisecond)
-	testenv.Exec(t, dsn, `INSERT INTO orders (trade_no, user_id, sku, num, amount_fen, currency) VALUES (?, 1, 'A-100', 1, 500, 'CNY')`, late)
-	res := <-done
-	if res.code != 0 || !strings.Contains(res.stdout, "#1 503") || !strings.Contains(res.stdout, "1 retry") {
-		t.Fatalf("simulate --schedule: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
+	late := "LATE" + testenv.Random(8) // fresh: the binary's Redis done markers outlive this test's database
+	cmd := exec.Command(bin, "simulate", "notify", "--channel", "alipay", "--trade-no", late, "--amount-fen", "500",
+		"--schedule", "--speedup", "1000", "--target", srv.url, "--keys", keys)
+	cmd.Env = childEnv()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	var out strings.Builder
+	lines := bufio.NewScanner(stdout)
+	for lines.Scan() {
+		out.WriteString(lines.Text() + "\n")
+		if strings.HasPrefix(lines.Text(), "#1 ") {
+			if !strings.HasPrefix(lines.Text(), "#1 503") {
+				t.Fatalf("first delivery for a missing order: %s, want 503", lines.Text())
+			}
+			// The order commits between the first delivery and the redelivery.
+			testenv.Exec(t, dsn, `INSERT INTO orders (trade_no, user_id, sku, num, amount_fen, currency) VALUES (?, 1, 'A-100', 1, 500, 'CNY')`, late)
+		}
+	}
+	if err := cmd.Wait(); err != nil || !strings.Contains(out.String(), "2 sent: 1 success, 0 refusal, 1 retry") {
+		t.Fatalf("simulate --schedule: %v\n%s", err, out.String())
 	}
 	if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM orders WHERE trade_no = ? AND status = 'PAID'`, late); n != 1 {
 		t.Fatal("the late order was not paid by the redelivery")
