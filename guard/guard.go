@@ -43,10 +43,15 @@ type Options struct {
 	Password string
 	DB       int
 	Prefix   string
+	Timeout  time.Duration // per dial, read and write; default 300ms
 }
 
 // New builds a guard with short timeouts: Redis is a fast path, never worth waiting for.
 func New(o Options, log zerolog.Logger) *Guard {
+	timeout := o.Timeout
+	if timeout == 0 {
+		timeout = 300 * time.Millisecond
+	}
 	rdb := redis.NewClient(&redis.Options{
 		Addr:          o.Addr,
 		Password:      o.Password,

@@ -105,7 +105,9 @@ func Guard(tb testing.TB) *guard.Guard {
 	if err := rdb.Ping(context.Background()).Err(); err != nil {
 		tb.Fatalf("Redis at %s is not reachable (%v): %s", RedisAddr(), err, hint)
 	}
-	g := guard.New(guard.Options{Addr: RedisAddr(), Prefix: "paygw-test:" + Random(6) + ":"}, Logger(tb))
+	// A longer timeout than production's: a loaded CI box must not turn a slow answer into
+	// "Redis down" in a test that expects Redis up.
+	g := guard.New(guard.Options{Addr: RedisAddr(), Prefix: "paygw-test:" + Random(6) + ":", Timeout: 3 * time.Second}, Logger(tb))
 	tb.Cleanup(func() { g.Close() })
 	return g
 }
