@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
 
@@ -70,10 +71,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return serve(ctx, cfg, log)
 		})
 	case "migrate":
-		status := len(args) > 0 && args[0] == "status"
-		if status {
-			args = args[1:]
+		// `migrate status` before or after the flags; "status" as --config's value is a path.
+		status := false
+		rest := args[:0:0]
+		for i, a := range args {
+			if a == "status" && (i == 0 || !strings.HasSuffix(args[i-1], "-config")) {
+				status = true
+				continue
+			}
+			rest = append(rest, a)
 		}
+		args = rest
 		return withConfig(cmd, args, stderr, "apply the migrations (or `migrate status`: list them)", func(cfg *config.Config, log zerolog.Logger) error {
 			return migrate(ctx, cfg, status, stdout)
 		})
@@ -202,15 +210,7 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	go sweepEvery(ctx, time.Minute, db, cfg.Idempotency.ProcessingTimeout(), log)
 
 	// HTTP.
-	hs := &http.Server{
-		Addr:              cfg.HTTP.Addr,
-		Handler:           srv.Echo(),
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       15 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       90 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-	}
+	hs := handlers.NewHTTPServer(cfg.HTTP.Addr, srv.Echo(), handlers.DefaultTimeouts())
 	errc := make(chan error, 2)
 	go func() { errc <- hs.ListenAndServe() }()
 	if cfg.Admin.Addr != "" {
