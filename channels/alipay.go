@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"crypto"
 	"crypto/rsa"
-	"crypto/sha1"
+	"crypto/sha1" // #nosec G505 -- Alipay's legacy sign_type RSA is SHA1withRSA by protocol; RSA2 is preferred
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
@@ -90,7 +90,7 @@ func (a *Alipay) checkSignature(params map[string]string) error {
 		sum := sha256.Sum256(msg)
 		hash, digest = crypto.SHA256, sum[:]
 	case "RSA": // legacy SHA1withRSA, still sent to old applications
-		sum := sha1.Sum(msg)
+		sum := sha1.Sum(msg) // #nosec G401 -- the legacy sign_type RSA, as Alipay defines it
 		hash, digest = crypto.SHA1, sum[:]
 	default:
 		return fmt.Errorf("%w: alipay: sign_type %s", ErrUnsupported, quote(st))

@@ -3,13 +3,16 @@
 package channels
 
 import (
+	"bytes"
 	"crypto/rsa"
 	"crypto/subtle"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"strings"
 	"unicode/utf8"
@@ -153,4 +156,73 @@ func quote(s string) string {
 		return fmt.Sprintf("%q...", s[:max])
 	}
 	return fmt.Sprintf("%q", s)
+}
+
+// maxJSONDepth bounds the nesting strictJSON walks; the channels' events nest a handful deep.
+const maxJSONDepth = 64
+
+// strictJSON refuses a JSON body two readers could read differently: invalid UTF-8, which
+// encoding/json silently turns into U+FFFD, and an object key given twice, of which encoding/json
+// keeps the last and other readers the first. A signature proves who sent the bytes, not that
+// everyone reads them alike.
+func strictJSON(channel, what string, body []byte) error {
+	if !utf8.Valid(body) {
+		return fmt.Errorf("%w: %s: %s is not UTF-8", ErrMalformed, channel, what)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := strictValue(dec, 0); err != nil {
+		return fmt.Errorf("%w: %s: %s: %s", ErrMalformed, channel, what, err.Error())
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("%w: %s: %s: data after the JSON value", ErrMalformed, channel, what)
+	}
+	return nil
+}
+
+// errJSONSyntax keeps the decoder's messages, which quote input, out of our errors.
+var errJSONSyntax = errors.New("not one well-formed JSON value")
+
+func strictValue(dec *json.Decoder, depth int) error {
+	if depth > maxJSONDepth {
+		return fmt.Errorf("nested deeper than %d", maxJSONDepth)
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return errJSONSyntax
+	}
+	d, ok := tok.(json.Delim)
+	if !ok {
+		return nil // a scalar
+	}
+	switch d {
+	case '{':
+		seen := map[string]bool{}
+		for dec.More() {
+			tok, err := dec.Token()
+			if err != nil {
+				return errJSONSyntax
+			}
+			key, _ := tok.(string) // the decoder accepts only strings as keys
+			if seen[key] {
+				return fmt.Errorf("duplicate key %s", quote(key))
+			}
+			seen[key] = true
+			if err := strictValue(dec, depth+1); err != nil {
+				return err
+			}
+		}
+	case '[':
+		for dec.More() {
+			if err := strictValue(dec, depth+1); err != nil {
+				return err
+			}
+		}
+	default:
+		return errJSONSyntax
+	}
+	if _, err := dec.Token(); err != nil { // the closing delimiter
+		return errJSONSyntax
+	}
+	return nil
 }

@@ -199,6 +199,9 @@ type stripeObjectJSON struct {
 // NotifyID is the event id, Status the event type, PaidAt the event's created time, Currency upper
 // case. Errors wrap ErrMalformed.
 func stripeEvent(body []byte) (payment.Event, error) {
+	if err := strictJSON("stripe", "body", body); err != nil {
+		return payment.Event{}, err
+	}
 	var env stripeEventJSON
 	if err := json.Unmarshal(body, &env); err != nil {
 		return payment.Event{}, fmt.Errorf("%w: stripe: body is not a JSON event", ErrMalformed)

@@ -252,6 +252,9 @@ const wechatAEADNonceSize = 12
 // eventFromBody parses, decrypts and maps a body whose signature already holds. It is apart from
 // Verify so that fuzzing reaches it without forging signatures.
 func (w *WeChatPay) eventFromBody(body []byte) (payment.Event, error) {
+	if err := strictJSON("wechatpay", "body", body); err != nil {
+		return payment.Event{}, err
+	}
 	var env wechatBody
 	if err := json.Unmarshal(body, &env); err != nil {
 		return payment.Event{}, fmt.Errorf("%w: wechatpay: body is not the notification JSON", ErrMalformed)
@@ -275,6 +278,9 @@ func (w *WeChatPay) eventFromBody(body []byte) (payment.Event, error) {
 	plain, err := utils.DecryptAES256GCM(w.apiV3Key, env.Resource.AssociatedData, env.Resource.Nonce, env.Resource.Ciphertext)
 	if err != nil {
 		return payment.Event{}, fmt.Errorf("%w: wechatpay: resource does not decrypt with the APIv3 key", ErrMalformed)
+	}
+	if err := strictJSON("wechatpay", "decrypted resource", []byte(plain)); err != nil {
+		return payment.Event{}, err
 	}
 	var res wechatResource
 	if err := json.Unmarshal([]byte(plain), &res); err != nil {

@@ -16,7 +16,12 @@ const clientKey = "paygw.client"
 // long the tokens are.
 func (s *Server) auth(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		scheme, given, ok := strings.Cut(c.Request().Header.Get("Authorization"), " ")
+		// Exactly one Authorization header: with two, a proxy and we could each read another.
+		values := c.Request().Header.Values("Authorization")
+		if len(values) != 1 {
+			values = []string{""}
+		}
+		scheme, given, ok := strings.Cut(values[0], " ")
 		if !ok || !strings.EqualFold(scheme, "Bearer") || given == "" {
 			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="paygw"`)
 			return errUnauthorized

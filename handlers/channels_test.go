@@ -10,6 +10,7 @@ import (
 
 	"github.com/paygw/paygw/channels"
 	"github.com/paygw/paygw/config"
+	"github.com/paygw/paygw/internal/testenv"
 	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/simulate"
 )
@@ -32,6 +33,11 @@ func TestMain(m *testing.M) {
 		man, err := simulate.WriteKeys(dir, time.Now())
 		if err != nil {
 			panic(err)
+		}
+		for _, secret := range []string{man.WeChatPay.APIv3Key, man.Stripe.WebhookSecret} {
+			if err := testenv.RegisterSecret(secret); err != nil {
+				panic(err)
+			}
 		}
 		cfg, err := config.Load(man.ConfigPath, nil)
 		if err != nil {

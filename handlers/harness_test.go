@@ -46,6 +46,7 @@ type harness struct {
 	guard   *guard.Guard
 	applier *notify.Applier
 	url     string
+	handler http.Handler // what url serves, for tests that need a server of their own
 }
 
 type options struct {
@@ -88,9 +89,10 @@ func newHarness(t *testing.T, o options) *harness {
 	}
 	srv := New(Config{
 		BodyLimitBytes: limit, KeyHeader: "Idempotency-Key",
-		Tokens: []Token{{Name: "order-service", Secret: testToken}, {Name: "other", Secret: otherToken}},
+		Tokens: []Token{{Name: "order-service", Secret: testenv.Secret(t, testToken)}, {Name: "other", Secret: testenv.Secret(t, otherToken)}},
 	}, h.db, h.guard, svc, h.applier, sandbox.channels, log)
-	ts := httptest.NewServer(srv.Echo())
+	h.handler = srv.Echo()
+	ts := httptest.NewServer(h.handler)
 	t.Cleanup(ts.Close)
 	h.url = ts.URL
 	if o.closedDB {

@@ -110,7 +110,8 @@ func freeAddr(t *testing.T) string {
 	return addr
 }
 
-func newToken() string { return "tok-" + testenv.Random(16) }
+// newToken is a fresh API token, registered as a secret the run's logs must not show.
+func newToken(tb testing.TB) string { return testenv.Secret(tb, "tok-"+testenv.Random(16)) }
 
 // result is one finished command.
 type result struct {
@@ -287,7 +288,7 @@ func TestRestartReplaysOriginalResult(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			dsn := testenv.NewDatabase(t)
-			token := newToken()
+			token := newToken(t)
 			addr := freeAddr(t)
 			first := writeConfig(t, settings{addr: addr, dsn: dsn, token: token})
 			second := writeConfig(t, settings{addr: addr, dsn: dsn, token: token, redisAddr: tc.secondRedis})
@@ -541,7 +542,7 @@ func TestVersionAndHelp(t *testing.T) {
 func TestSecretsNotLogged(t *testing.T) {
 	t.Run("serving", func(t *testing.T) {
 		dsn := testenv.NewDatabase(t)
-		token, redisPassword := newToken(), "redis-pw-"+testenv.Random(12)
+		token, redisPassword := newToken(t), testenv.Secret(t, "redis-pw-"+testenv.Random(12))
 		addr := freeAddr(t)
 		// Redis "down" so that the password is never needed, only configured.
 		path := writeConfig(t, settings{addr: addr, dsn: dsn, token: token, redisAddr: "127.0.0.1:1", redisPassword: redisPassword})
@@ -567,8 +568,8 @@ func TestSecretsNotLogged(t *testing.T) {
 
 	t.Run("failing start", func(t *testing.T) {
 		// The DSN's password reaches the start-up log and the error line of a failed start.
-		password := "mysql-pw-" + testenv.Random(12)
-		path := writeConfig(t, settings{addr: freeAddr(t), dsn: "paygw:" + password + "@tcp(127.0.0.1:1)/paygw", token: newToken()})
+		password := testenv.Secret(t, "mysql-pw-"+testenv.Random(12))
+		path := writeConfig(t, settings{addr: freeAddr(t), dsn: "paygw:" + password + "@tcp(127.0.0.1:1)/paygw", token: newToken(t)})
 		r := runPaygw(t, nil, "serve", "--config", path)
 		if r.code == 0 {
 			t.Fatalf("exit 0 with MySQL unreachable")

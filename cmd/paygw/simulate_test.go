@@ -26,7 +26,7 @@ func TestSimulateAgainstServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	dsn := testenv.NewDatabase(t)
-	addr, token := freeAddr(t), newToken()
+	addr, token := freeAddr(t), newToken(t)
 	path := writeConfig(t, settings{addr: addr, dsn: dsn, token: token})
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {

@@ -7,8 +7,11 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -63,7 +66,7 @@ func NewDatabase(tb testing.TB) string {
 	tb.Cleanup(func() {
 		if a, err := sql.Open("mysql", cfg.FormatDSN()); err == nil {
 			_, _ = a.Exec("DROP DATABASE IF EXISTS " + name)
-			a.Close()
+			_ = a.Close()
 		}
 	})
 	cfg.DBName = name
@@ -93,7 +96,7 @@ func Open(tb testing.TB, dsn string) *repository.DB {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { db.Close() })
+	tb.Cleanup(func() { _ = db.Close() })
 	return db
 }
 
@@ -108,7 +111,7 @@ func Guard(tb testing.TB) *guard.Guard {
 	// A longer timeout than production's: a loaded CI box must not turn a slow answer into
 	// "Redis down" in a test that expects Redis up.
 	g := guard.New(guard.Options{Addr: RedisAddr(), Prefix: "paygw-test:" + Random(6) + ":", Timeout: 3 * time.Second}, Logger(tb))
-	tb.Cleanup(func() { g.Close() })
+	tb.Cleanup(func() { _ = g.Close() })
 	return g
 }
 
@@ -116,7 +119,7 @@ func Guard(tb testing.TB) *guard.Guard {
 func DeadGuard(tb testing.TB) *guard.Guard {
 	tb.Helper()
 	g := guard.New(guard.Options{Addr: "127.0.0.1:1"}, Logger(tb))
-	tb.Cleanup(func() { g.Close() })
+	tb.Cleanup(func() { _ = g.Close() })
 	return g
 }
 
@@ -158,4 +161,47 @@ func Exec(tb testing.TB, dsn, query string, args ...any) {
 	if _, err := db.Exec(query, args...); err != nil {
 		tb.Fatalf("%s: %v", strings.TrimSpace(query), err)
 	}
+}
+
+// SecretsFileEnv names the file Secret appends to; `make test` sets it and, after the run, scans
+// the test log for every line of that file with internal/secretscan.
+const SecretsFileEnv = "PAYGW_TEST_SECRETS_FILE" // #nosec G101 -- the name of a variable, not a credential
+
+var secretsMu sync.Mutex
+
+// Secret registers s as a secret a test configures (a token, a webhook secret, a key, a
+// password) and returns it, so that a scan of the run's log can prove none was logged.
+func Secret(tb testing.TB, s string) string {
+	tb.Helper()
+	if err := RegisterSecret(s); err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+// RegisterSecret is Secret for TestMain, which has no testing.TB. It appends s as one line to
+// the file named by $PAYGW_TEST_SECRETS_FILE, when set; one write of one line with O_APPEND keeps
+// parallel test processes from interleaving.
+func RegisterSecret(s string) error {
+	path := os.Getenv(SecretsFileEnv)
+	if path == "" || s == "" {
+		return nil
+	}
+	if strings.ContainsAny(s, "\r\n") {
+		return errors.New("testenv: a secret to register must be one line")
+	}
+	secretsMu.Lock()
+	defer secretsMu.Unlock()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600) // #nosec G304 G703 -- the path is the test run's own, from its environment
+	if err != nil {
+		return fmt.Errorf("%s: %w", SecretsFileEnv, err)
+	}
+	_, err = f.Write([]byte(s + "\n"))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", SecretsFileEnv, err)
+	}
+	return nil
 }

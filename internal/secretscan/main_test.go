@@ -1,0 +1,60 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestScan(t *testing.T) {
+	dir := t.TempDir()
+	// Deliberately not registered with testenv.Secret: these must appear in this test's own files.
+	secrets := filepath.Join(dir, "secrets")
+	if err := os.WriteFile(secrets, []byte("whsec_leaked0001\n\ntok-clean-000001\nwhsec_leaked0001\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]struct {
+		log     string
+		wantErr bool
+	}{
+		"clean":  {log: "=== RUN TestX\n--- PASS: TestX\nok  \tpkg\t0.1s\n"},
+		"leaked": {log: "level=warn msg=\"config\" secret=whsec_leaked0001\n", wantErr: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			log := filepath.Join(dir, name+".log")
+			if err := os.WriteFile(log, []byte(tc.log), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var stdout, stderr bytes.Buffer
+			err := run([]string{"-secrets", secrets, "-log", log}, &stdout, &stderr)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("run = %v, want error %v", err, tc.wantErr)
+			}
+			if tc.wantErr {
+				if !strings.Contains(stderr.String(), "secret whse...") {
+					t.Errorf("report does not name the secret by its prefix: %q", stderr.String())
+				}
+				if strings.Contains(stderr.String(), "leaked0001") || strings.Contains(err.Error(), "leaked0001") {
+					t.Errorf("report shows more than the prefix: %q", stderr.String())
+				}
+			}
+		})
+	}
+}
+
+func TestShortSecretRefused(t *testing.T) {
+	dir := t.TempDir()
+	secrets, log := filepath.Join(dir, "secrets"), filepath.Join(dir, "log")
+	if err := os.WriteFile(secrets, []byte("pw\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(log, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := run([]string{"-secrets", secrets, "-log", log}, &bytes.Buffer{}, &bytes.Buffer{}); err == nil {
+		t.Fatal("a two-byte secret was accepted")
+	}
+}
