@@ -28,7 +28,10 @@ test: export PAYGW_TEST_REDIS_ADDR = 127.0.0.1:$(REDIS_PORT)
 test: export PAYGW_TEST_SECRETS_FILE = $(CURDIR)/.test.secrets
 test: services
 	rm -f .test.secrets .test.log
-	set -o pipefail; go test -race -count=1 -timeout 8m -v ./... 2>&1 | tee .test.log | grep -E '^(ok|FAIL|--- FAIL|panic:|\?|\s+\S+_test.go:[0-9]+:)'
+	go test -race -count=1 -timeout 8m -v ./... 2>&1 | tee .test.log | grep -E '^(ok|FAIL|--- FAIL|panic:|\?)'; \
+	  status=$${PIPESTATUS[0]}; \
+	  [ "$$status" = 0 ] || grep -E -B25 '^\s*--- FAIL|^panic:' .test.log | grep -v '^redis: ' | head -300; \
+	  exit $$status
 	go run ./internal/secretscan -secrets .test.secrets -log .test.log
 
 run: services build
