@@ -106,7 +106,9 @@ func (g *Guard) Acquire(ctx context.Context, name string, ttl time.Duration) (*L
 
 // Release deletes the lock only if it is still ours: after a TTL expiry another owner may hold
 // it, and deleting that would let a third request in.
-var release = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`)
+const releaseSrc = `if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`
+
+var release = redis.NewScript(releaseSrc)
 
 // Release gives the lock back; a failure is harmless (the TTL ends it).
 func (l *Lock) Release(ctx context.Context) {
@@ -178,6 +180,31 @@ func (g *Guard) MarkAllDone(ctx context.Context, value string, ttl time.Duration
 		return nil
 	})
 	if err != nil {
+		_ = g.failed(ctx, err)
+	}
+}
+
+// MarkDoneAndRelease sets done markers and gives l back in one round trip: what a request
+// does once its transaction committed. A nil lock (taken while Redis was down) only marks.
+// Like MarkAllDone, failure is harmless: the lock's TTL ends it and repeats go to MySQL.
+func (g *Guard) MarkDoneAndRelease(ctx context.Context, l *Lock, value string, ttl time.Duration, names ...string) {
+	if l == nil {
+		g.MarkAllDone(ctx, value, ttl, names...)
+		return
+	}
+	if g.skipping() {
+		l.Release(ctx)
+		return
+	}
+	_, err := g.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, n := range names {
+			p.Set(ctx, g.prefix+"done:"+n, value, ttl)
+		}
+		// The markers first: a twin that takes the lock after us must find them.
+		p.Eval(ctx, releaseSrc, []string{l.key}, l.token)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
 		_ = g.failed(ctx, err)
 	}
 }

@@ -59,15 +59,32 @@ func (a *Applier) Apply(ctx context.Context, ev payment.Event) (payment.Outcome,
 
 	// The trade's guard. Other event types change no order (and may name none): they go
 	// straight to the journal.
+	var lock *guard.Lock
 	if ev.Kind != payment.KindOther {
-		lock, repeat, err := a.acquire(ctx, ev.TradeNo, markers[0])
+		var repeat, waited bool
+		var err error
+		lock, repeat, waited, err = a.acquire(ctx, ev.TradeNo, markers[0])
 		if err != nil {
 			return "", err
 		}
 		if repeat {
 			return payment.OutcomeRepeat, nil
 		}
-		defer lock.Release(context.WithoutCancel(ctx)) // nil (Redis down) releases nothing
+		if lock != nil && waited {
+			// The twin we waited for has most likely committed and left its done markers:
+			// answer from them (journalling a new notify id) rather than run the transaction.
+			if repeat, err := a.knownRepeat(ctx, ev, markers); repeat || err != nil {
+				lock.Release(context.WithoutCancel(ctx))
+				return payment.OutcomeRepeat, err
+			}
+		}
+		// On success the lock goes back with the done markers, in one round trip; on any
+		// other return it is released alone. nil (Redis down) releases nothing.
+		defer func() {
+			if lock != nil {
+				lock.Release(context.WithoutCancel(ctx))
+			}
+		}()
 	}
 
 	var outcome payment.Outcome
@@ -93,7 +110,8 @@ func (a *Applier) Apply(ctx context.Context, ev payment.Event) (payment.Outcome,
 	case err != nil:
 		return "", err
 	}
-	a.guard.MarkAllDone(context.WithoutCancel(ctx), string(outcome), doneTTL, markers...)
+	a.guard.MarkDoneAndRelease(context.WithoutCancel(ctx), lock, string(outcome), doneTTL, markers...)
+	lock = nil
 	return outcome, nil
 }
 
@@ -132,22 +150,23 @@ func (a *Applier) stamp() time.Time { return a.now().UTC().Truncate(time.Millise
 // done marker (repeat) or for the guard to come free, then gives up with ErrInFlight: channels
 // often send the same notification twice at once, and answering the second one with success a
 // few milliseconds later spares a retry. With Redis down it returns a nil lock and no error.
-func (a *Applier) acquire(ctx context.Context, tradeNo, key string) (lock *guard.Lock, repeat bool, err error) {
+func (a *Applier) acquire(ctx context.Context, tradeNo, key string) (lock *guard.Lock, repeat, waited bool, err error) {
 	deadline := a.now().Add(a.TwinWait)
 	for pause := 2 * time.Millisecond; ; pause = min(2*pause, 50*time.Millisecond) {
 		lock, err := a.guard.Acquire(ctx, "trade:"+tradeNo, a.guardTTL)
 		if !errors.Is(err, guard.ErrHeld) {
-			return lock, false, nil // taken, or Redis is down: carry on
+			// Taken, or Redis is down: carry on. waited tells the caller a twin held it first.
+			return lock, false, pause > 2*time.Millisecond, nil
 		}
 		if _, done, _ := a.guard.Done(ctx, key); done {
-			return nil, true, nil
+			return nil, true, true, nil
 		}
 		if a.now().Add(pause).After(deadline) {
-			return nil, false, ErrInFlight
+			return nil, false, true, ErrInFlight
 		}
 		select {
 		case <-ctx.Done():
-			return nil, false, ErrInFlight
+			return nil, false, true, ErrInFlight
 		case <-time.After(pause):
 		}
 	}

@@ -83,7 +83,7 @@ func open(ctx context.Context, cfg *mysql.Config, maxOpen int) (*DB, error) {
 	x.SetConnMaxLifetime(30 * time.Minute)
 	db := &DB{x: x}
 	if err := db.Ping(ctx); err != nil {
-		x.Close()
+		_ = x.Close() // the Ping error is the one to report
 		return nil, err
 	}
 	return db, nil

@@ -7,7 +7,7 @@ import (
 	"crypto"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/sha1" //nolint:gosec // Alipay's legacy sign_type RSA is SHA1withRSA; simulated on request
+	"crypto/sha1" // #nosec G505 -- Alipay's legacy sign_type RSA is SHA1withRSA; simulated on request
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
@@ -99,7 +99,7 @@ func SignAlipay(form url.Values, signType string, key *rsa.PrivateKey) error {
 		sum := sha256.Sum256([]byte(b.String()))
 		digest, h = sum[:], crypto.SHA256
 	case "RSA":
-		sum := sha1.Sum([]byte(b.String())) //nolint:gosec // see import
+		sum := sha1.Sum([]byte(b.String())) // #nosec G401 -- see import
 		digest, h = sum[:], crypto.SHA1
 	default:
 		return fmt.Errorf("unknown sign_type %q", signType)

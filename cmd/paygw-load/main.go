@@ -1,0 +1,115 @@
+// Command paygw-load is `make bench`: it measures the gateway under load next to the ceilings
+// of the same MariaDB and Redis, in one run, and reports the ratios issue 4 asks for.
+//
+// It starts its own redis-server (so it can stop it), uses a dedicated database paygw_bench on
+// the shared MariaDB, builds and starts the real gateway binary, seeds WAIT_PAY orders directly,
+// pre-signs every notification, then drives the gateway over loopback at a fixed concurrency.
+// Every process it starts is stopped on the way out, on error and on SIGINT too.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// options are the knobs of a run. BENCH_SCALE multiplies the request counts and the growth rows.
+type options struct {
+	scale       float64
+	concurrency int
+	mysqlDSN    string
+	redisPort   int
+	gatewayBin  string
+	out         string
+	keepDB      bool
+	growthRows  int64
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "paygw-load:", err)
+		os.Exit(1)
+	}
+}
+
+func envFloat(name string, def float64) float64 {
+	if v, err := strconv.ParseFloat(os.Getenv(name), 64); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	mysqlPort := os.Getenv("MYSQL_PORT")
+	if mysqlPort == "" {
+		mysqlPort = "3306"
+	}
+	var o options
+	fs := flag.NewFlagSet("paygw-load", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Float64Var(&o.scale, "scale", envFloat("BENCH_SCALE", 1), "multiplies request counts and growth rows (env BENCH_SCALE)")
+	fs.IntVar(&o.concurrency, "concurrency", int(envFloat("BENCH_CONCURRENCY", 32)), "requests in flight (env BENCH_CONCURRENCY)")
+	fs.StringVar(&o.mysqlDSN, "mysql", "root@tcp(127.0.0.1:"+mysqlPort+")/", "MariaDB server DSN (the bench uses database "+benchDB+")")
+	fs.IntVar(&o.redisPort, "redis-port", int(envFloat("BENCH_REDIS_PORT", 6391)), "port for the bench's own redis-server (a free one if taken)")
+	fs.StringVar(&o.gatewayBin, "gateway", "", "paygw binary (default: go build ./cmd/paygw into the work dir)")
+	fs.StringVar(&o.out, "out", "bench/results", "directory for latest.json and the profiles")
+	fs.BoolVar(&o.keepDB, "keep-db", os.Getenv("BENCH_KEEP_DB") == "1", "keep "+benchDB+" afterwards (env BENCH_KEEP_DB=1)")
+	growth := fs.Float64("growth-rows", 0, "rows in idempotent_record for the growth scenario (default 10 M x BENCH_SCALE)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	o.growthRows = int64(*growth)
+	if o.growthRows == 0 {
+		o.growthRows = int64(10_000_000 * o.scale)
+	}
+
+	work, err := os.MkdirTemp("", "paygw-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	if o.gatewayBin == "" {
+		o.gatewayBin = filepath.Join(work, "paygw")
+		fmt.Fprintln(stderr, "building the gateway: go build -o", o.gatewayBin, "./cmd/paygw")
+		build := exec.CommandContext(ctx, "go", "build", "-o", o.gatewayBin, "./cmd/paygw")
+		build.Stdout, build.Stderr = stderr, stderr
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("go build ./cmd/paygw: %w", err)
+		}
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
+	b := &bench{opts: o, work: work, log: stderr, stdout: stdout}
+	defer b.cleanup()
+	return b.run(ctx)
+}
+
+// logf prints progress with the time since start.
+func (b *bench) logf(format string, args ...any) {
+	fmt.Fprintf(b.log, "[%6.1fs] %s\n", time.Since(b.started).Seconds(), fmt.Sprintf(format, args...))
+}
+
+func numCPU() int { return runtime.NumCPU() }
+
+func round(v float64, places int) float64 {
+	p := math.Pow(10, float64(places))
+	return math.Round(v*p) / p
+}

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/paygw/paygw/payment"
+	"github.com/paygw/paygw/repository"
+)
+
+// The bench's databases: the main one, and one holding the growth scenario's full table.
+const (
+	benchDB  = "paygw_bench"
+	growthDB = "paygw_bench_growth"
+)
+
+// admin is the load tool's own connection to MariaDB: schema set-up, seeding, Questions.
+type admin struct {
+	server string // DSN without a database
+	db     *sql.DB
+}
+
+func openAdmin(ctx context.Context, serverDSN string) (*admin, error) {
+	cfg, err := mysql.ParseDSN(serverDSN)
+	if err != nil {
+		return nil, fmt.Errorf("mysql DSN: %w", err)
+	}
+	cfg.DBName = ""
+	cfg.MultiStatements = false
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(4)
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := db.PingContext(pctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("MariaDB at %s: %w (start it with scripts/services.sh up)", cfg.Addr, err)
+	}
+	return &admin{server: cfg.FormatDSN(), db: db}, nil
+}
+
+// benchDSN is the DSN of the bench database, as the gateway and the raw client use it.
+func (a *admin) dsn(name string) string {
+	cfg, _ := mysql.ParseDSN(a.server)
+	cfg.DBName = name
+	return cfg.FormatDSN()
+}
+
+func (a *admin) recreate(ctx context.Context, name string) error {
+	for _, q := range []string{"DROP DATABASE IF EXISTS " + name, "CREATE DATABASE " + name + " CHARACTER SET utf8mb4"} {
+		if _, err := a.db.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	db, err := repository.Open(ctx, a.dsn(name), 2)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return db.Migrate(ctx)
+}
+
+func (a *admin) drop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, name := range []string{benchDB, growthDB} {
+		_, _ = a.db.ExecContext(ctx, "DROP DATABASE IF EXISTS "+name)
+	}
+}
+
+// questions reads the server's global Questions counter. The SHOW itself counts as one.
+func (a *admin) questions(ctx context.Context) (int64, error) {
+	var name string
+	var v int64
+	err := a.db.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'Questions'").Scan(&name, &v)
+	return v, err
+}
+
+// measure runs fn between two Questions readings and stores the delta, less the second SHOW.
+func (a *admin) measure(ctx context.Context, fn func() result) (result, error) {
+	before, err := a.questions(ctx)
+	if err != nil {
+		return result{}, err
+	}
+	r := fn()
+	after, err := a.questions(ctx)
+	if err != nil {
+		return result{}, err
+	}
+	r.Questions = after - before - 1
+	return r, nil
+}
+
+// background counts the statements other clients of the shared server issue while we idle.
+func (a *admin) background(ctx context.Context, d time.Duration) (float64, error) {
+	r, err := a.measure(ctx, func() result { time.Sleep(d); return result{} })
+	return float64(r.Questions) / d.Seconds(), err
+}
+
+// order is one seeded WAIT_PAY order.
+type order struct {
+	tradeNo   string
+	amountFen int64
+}
+
+// seedOrders inserts WAIT_PAY orders with multi-row INSERTs.
+func (a *admin) seedOrders(ctx context.Context, db string, orders []order) error {
+	const per = 1000
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	for i := 0; i < len(orders); i += per {
+		chunk := orders[i:min(i+per, len(orders))]
+		var b strings.Builder
+		b.WriteString("INSERT INTO " + db + ".orders (trade_no, user_id, sku, num, amount_fen, currency, status, create_time, update_time) VALUES ")
+		args := make([]any, 0, len(chunk)*5)
+		for j, o := range chunk {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString("(?, ?, 'BENCH-SKU', 1, ?, 'CNY', 'WAIT_PAY', ?, ?)")
+			args = append(args, o.tradeNo, int64(i+j+1), o.amountFen, now, now)
+		}
+		if _, err := a.db.ExecContext(ctx, b.String(), args...); err != nil {
+			return fmt.Errorf("seed orders: %w", err)
+		}
+	}
+	return nil
+}
+
+// growRecords fills idempotent_record with n rows of payment records, 1 M rows a statement,
+// from MariaDB's SEQUENCE engine. Keys are ascending (the inserts append to every index, so
+// generation is fast) yet spread over the whole key space of real Alipay transaction ids
+// ("2026" + 24 hex digits), so the bench's own keys land on random leaves of a full index.
+func (a *admin) growRecords(ctx context.Context, db string, n int64, progress func(done int64)) error {
+	if n <= 0 {
+		return nil
+	}
+	step := uint64(1<<63) / uint64(n) * 2 // spread n keys over 16 hex digits
+	const per = 1_000_000
+	for from := int64(1); from <= n; from += per {
+		to := min(from+per-1, n)
+		q := fmt.Sprintf(`INSERT INTO %s.idempotent_record
+			(idem_key, biz_type, scope, request_hash, status, result_json, response_code, create_time, update_time)
+			SELECT CONCAT('2026', LPAD(LOWER(HEX(seq * %d)), 16, '0'), '00000000'), 'pay_notify', 'alipay',
+			       SHA2(seq, 256), 1, CONCAT('{"outcome":"APPLIED","trade_no":"G', seq, '"}'), 200,
+			       NOW(3), NOW(3)
+			FROM %s.seq_%d_to_%d`, db, step, db, from, to)
+		if _, err := a.db.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("grow idempotent_record: %w", err)
+		}
+		progress(to)
+	}
+	return nil
+}
+
+// rawCeiling runs the gateway's own transaction for each event through the repository, with
+// the same connection settings (repository.Open) and isolation, at the given concurrency:
+// what MariaDB can do for a unique payment with nothing in front of it.
+func rawCeiling(ctx context.Context, dsn string, events []payment.Event, concurrency int) (result, error) {
+	db, err := repository.Open(ctx, dsn, concurrency)
+	if err != nil {
+		return result{}, err
+	}
+	defer db.Close()
+	// Warm the pool so the timed part opens no connections.
+	_ = parallel(concurrency, concurrency, func(int) error { return db.Ping(ctx) })
+	lat := make([]time.Duration, len(events))
+	var errs atomic.Int64
+	start := time.Now()
+	_ = parallel(len(events), concurrency, func(i int) error {
+		ev := events[i]
+		t := time.Now()
+		err := db.InTx(ctx, func(tx *repository.Tx) error {
+			now := time.Now().UTC().Truncate(time.Millisecond)
+			ok, err := tx.MarkPaid(ctx, ev.TradeNo, ev.Channel, ev.ChannelTxnID, ev.AmountFen, ev.Currency, ev.PaidAt.UTC())
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return fmt.Errorf("order %s not WAIT_PAY", ev.TradeNo)
+			}
+			result, _ := json.Marshal(struct {
+				Outcome payment.Outcome `json:"outcome"`
+				TradeNo string          `json:"trade_no"`
+			}{payment.OutcomeApplied, ev.TradeNo})
+			sum := sha256.Sum256(ev.Raw)
+			if err := tx.InsertDoneRecord(ctx, repository.BizPayNotify, ev.Channel, ev.ChannelTxnID, hex.EncodeToString(sum[:]), result); err != nil {
+				return err
+			}
+			return tx.Journal(ctx, ev, payment.OutcomeApplied, now)
+		})
+		lat[i] = time.Since(t)
+		if err != nil {
+			errs.Add(1)
+		}
+		return nil
+	})
+	return summarize(lat, int(errs.Load()), time.Since(start)), nil
+}
