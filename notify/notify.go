@@ -36,14 +36,20 @@ type Applier struct {
 	// TwinWait bounds how long a notification waits for an in-flight twin before it answers
 	// "retry" (DefaultTwinWait unless changed before use).
 	TwinWait time.Duration
+
+	done *doneCache // done markers this process has seen
 }
+
+// doneCacheSize bounds the in-process copy of done markers: about 100 bytes an entry.
+const doneCacheSize = 200_000
 
 // DefaultTwinWait is short next to every channel's reply timeout (UnionPay's 10 s is the least).
 const DefaultTwinWait = time.Second
 
 // New builds an Applier; guardTTL is idempotency.redis_ttl.
 func New(db *repository.DB, g *guard.Guard, guardTTL time.Duration, log zerolog.Logger) *Applier {
-	return &Applier{db: db, guard: g, guardTTL: guardTTL, log: log, now: time.Now, TwinWait: DefaultTwinWait}
+	return &Applier{db: db, guard: g, guardTTL: guardTTL, log: log, now: time.Now, TwinWait: DefaultTwinWait,
+		done: newDoneCache(doneCacheSize)}
 }
 
 // Apply applies a verified event and returns what happened. A nil error means the outcome is
@@ -112,6 +118,7 @@ func (a *Applier) Apply(ctx context.Context, ev payment.Event) (payment.Outcome,
 	}
 	a.guard.MarkDoneAndRelease(context.WithoutCancel(ctx), lock, string(outcome), doneTTL, markers...)
 	lock = nil
+	a.done.add(markers...)
 	return outcome, nil
 }
 
@@ -120,6 +127,10 @@ func (a *Applier) Apply(ctx context.Context, ev payment.Event) (payment.Outcome,
 // already recorded but reaching us under a new notify id (TRADE_FINISHED after TRADE_SUCCESS)
 // is journalled as a REPEAT on the way.
 func (a *Applier) knownRepeat(ctx context.Context, ev payment.Event, markers []string) (bool, error) {
+	note := markers[len(markers)-1]
+	if a.done.has(markers[0]) && a.done.has(note) {
+		return true, nil // seen here before: no round trip at all
+	}
 	var recorded, journalled bool
 	found, err := a.guard.DoneAll(ctx, markers...)
 	switch {
@@ -139,8 +150,9 @@ func (a *Applier) knownRepeat(ctx context.Context, ev payment.Event, markers []s
 		if err := a.db.Journal(ctx, ev, payment.OutcomeRepeat, a.stamp()); err != nil {
 			return false, err
 		}
-		a.guard.MarkAllDone(context.WithoutCancel(ctx), string(payment.OutcomeRepeat), doneTTL, markers[len(markers)-1])
+		a.guard.MarkAllDone(context.WithoutCancel(ctx), string(payment.OutcomeRepeat), doneTTL, note)
 	}
+	a.done.add(markers...)
 	return true, nil
 }
 
