@@ -33,6 +33,7 @@ test: services
 	  [ "$$status" = 0 ] || grep -E -B25 '^\s*--- FAIL|^panic:' .test.log | grep -v '^redis: ' | head -300; \
 	  exit $$status
 	go run ./internal/secretscan -secrets .test.secrets -log .test.log
+	scripts/chaos.sh --short
 
 run: services build
 	scripts/demo.sh

@@ -11,6 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/paygw/paygw/notify"
 	"github.com/paygw/paygw/orders"
 	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/repository"
@@ -67,7 +68,7 @@ func (s *Server) createOrder(c echo.Context) error {
 		return err
 	}
 	req.Hash = orders.RequestHash(http.MethodPost, "/v1/orders", canonical)
-	ctx, cancel := context.WithTimeout(c.Request().Context(), applyTimeout)
+	ctx, cancel := context.WithTimeout(c.Request().Context(), notify.ApplyTimeout)
 	defer cancel()
 	res, err := s.orders.Create(ctx, req)
 	if err != nil {

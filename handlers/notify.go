@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/paygw/paygw/channels"
+	"github.com/paygw/paygw/notify"
 	"github.com/paygw/paygw/payment"
 )
 
@@ -37,7 +37,7 @@ func (s *Server) notify(ch channels.Channel) echo.HandlerFunc {
 			return writeReply(c, 0, ch.Reply(payment.ReplyRefuse))
 		}
 		log = log.With().Str("trade_no", ev.TradeNo).Str("notify_id", ev.NotifyID).Str("event", string(ev.Kind)).Logger()
-		ctx, cancel := context.WithTimeout(c.Request().Context(), applyTimeout)
+		ctx, cancel := context.WithTimeout(c.Request().Context(), notify.ApplyTimeout)
 		defer cancel()
 		outcome, err := s.applier.Apply(ctx, ev)
 		if err != nil {
@@ -52,10 +52,6 @@ func (s *Server) notify(ch channels.Channel) echo.HandlerFunc {
 		return writeReply(c, 0, ch.Reply(outcome.Reply()))
 	}
 }
-
-// applyTimeout bounds the work on one notification or create: well inside every channel's reply
-// timeout (UnionPay's 10 s is the shortest), so a stuck lock ends in "retry", not in silence.
-const applyTimeout = 8 * time.Second
 
 // writeReply writes a channel's reply; status overrides its status code when not zero.
 func writeReply(c echo.Context, status int, r channels.Response) error {

@@ -46,8 +46,19 @@ const doneCacheSize = 200_000
 // DefaultTwinWait is short next to every channel's reply timeout (UnionPay's 10 s is the least).
 const DefaultTwinWait = time.Second
 
-// New builds an Applier; guardTTL is idempotency.redis_ttl.
+// ApplyTimeout bounds the work on one notification (and one create): well inside every
+// channel's reply timeout (UnionPay's 10 s is the shortest), so a stuck lock ends in "retry",
+// not in silence.
+const ApplyTimeout = 8 * time.Second
+
+// maxGuardTTL caps the trade guard's life. No holder works past ApplyTimeout, so a guard older
+// than this was left by a process that died holding it; without the cap every delivery of that
+// payment would be told "retry" for the whole idempotency.redis_ttl.
+const maxGuardTTL = ApplyTimeout + 2*time.Second
+
+// New builds an Applier; guardTTL is idempotency.redis_ttl (capped at maxGuardTTL).
 func New(db *repository.DB, g *guard.Guard, guardTTL time.Duration, log zerolog.Logger) *Applier {
+	guardTTL = min(guardTTL, maxGuardTTL)
 	return &Applier{db: db, guard: g, guardTTL: guardTTL, log: log, now: time.Now, TwinWait: DefaultTwinWait,
 		done: newDoneCache(doneCacheSize)}
 }

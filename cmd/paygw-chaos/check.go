@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+)
+
+var channelNames = []string{"alipay", "wechatpay", "stripe", "unionpay"}
+
+// seed inserts n WAIT_PAY orders named prefix000001... with random amounts, spread over the
+// channels, in bulk.
+func seed(ctx context.Context, db *sql.DB, prefix string, n int) ([]order, error) {
+	orders := make([]order, n)
+	for i := range orders {
+		orders[i] = order{
+			TradeNo:   fmt.Sprintf("%s%06d", prefix, i+1),
+			AmountFen: 1 + rand.Int64N(500000),
+			Channel:   channelNames[i%len(channelNames)],
+		}
+	}
+	const batch = 500
+	for lo := 0; lo < n; lo += batch {
+		hi := min(n, lo+batch)
+		var q strings.Builder
+		q.WriteString(`INSERT INTO orders (trade_no, user_id, sku, num, amount_fen, currency, status) VALUES `)
+		args := make([]any, 0, 2*(hi-lo))
+		for i := lo; i < hi; i++ {
+			if i > lo {
+				q.WriteByte(',')
+			}
+			q.WriteString(`(?, 4242, 'CHAOS', 1, ?, 'CNY', 'WAIT_PAY')`)
+			args = append(args, orders[i].TradeNo, orders[i].AmountFen)
+		}
+		if _, err := db.ExecContext(ctx, q.String(), args...); err != nil {
+			return nil, fmt.Errorf("seed %s: %w", prefix, err)
+		}
+	}
+	return orders, nil
+}
+
+// verdict is what the database says about one phase's orders.
+type verdict struct {
+	orders        int
+	paid          int
+	lost          int // notified as paid, not PAID
+	doubleApplies int // more than one record or APPLIED journal row
+	wrong         []string
+}
+
+// checkOrders verifies every order of a phase: PAID by its channel, exactly one pay_notify
+// record for its channel transaction, exactly one journal row (APPLIED), and one record per
+// applied notification.
+func checkOrders(ctx context.Context, db *sql.DB, prefix string, want []order) (verdict, error) {
+	const q = `SELECT o.trade_no, o.status, COALESCE(o.channel, ''), COALESCE(o.channel_txn_id, ''),
+		  (SELECT COUNT(*) FROM idempotent_record r
+		    WHERE r.biz_type = 'pay_notify' AND r.scope = o.channel AND r.idem_key = o.channel_txn_id),
+		  (SELECT COUNT(*) FROM notify_journal j WHERE j.trade_no = o.trade_no AND j.outcome = 'APPLIED'),
+		  (SELECT COUNT(*) FROM notify_journal j WHERE j.trade_no = o.trade_no)
+		FROM orders o WHERE o.trade_no LIKE ?`
+	rows, err := db.QueryContext(ctx, q, prefix+"%")
+	if err != nil {
+		return verdict{}, err
+	}
+	defer rows.Close()
+	byNo := map[string]order{}
+	for _, o := range want {
+		byNo[o.TradeNo] = o
+	}
+	v := verdict{orders: len(want)}
+	seen := 0
+	bad := func(format string, args ...any) {
+		if len(v.wrong) < 10 {
+			v.wrong = append(v.wrong, fmt.Sprintf(format, args...))
+		}
+	}
+	for rows.Next() {
+		var tradeNo, status, channel, txn string
+		var records, applied, journal int
+		if err := rows.Scan(&tradeNo, &status, &channel, &txn, &records, &applied, &journal); err != nil {
+			return v, err
+		}
+		o, ok := byNo[tradeNo]
+		if !ok {
+			continue
+		}
+		seen++
+		if status != "PAID" {
+			v.lost++
+			bad("%s: status %s, want PAID", tradeNo, status)
+			continue
+		}
+		v.paid++
+		if channel != o.Channel {
+			bad("%s: paid by %s, want %s", tradeNo, channel, o.Channel)
+		}
+		if records > 1 || applied > 1 {
+			v.doubleApplies++
+		}
+		if records != 1 || applied != 1 || journal != 1 {
+			bad("%s: %d pay_notify record(s), %d APPLIED journal row(s), %d journal row(s); want 1, 1, 1", tradeNo, records, applied, journal)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return v, err
+	}
+	if seen != len(want) {
+		v.lost += len(want) - seen
+		bad("%d seeded orders missing from the table", len(want)-seen)
+	}
+	var records int
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM idempotent_record
+		WHERE biz_type = 'pay_notify' AND JSON_VALUE(result_json, '$.trade_no') LIKE ?`, prefix+"%").Scan(&records); err != nil {
+		return v, err
+	}
+	if records != v.paid {
+		bad("%d pay_notify records for %d applied notifications", records, v.paid)
+	}
+	return v, nil
+}
+
+// global are the whole-database invariants.
+type global struct {
+	anomalies     int
+	staleProc     int // processing records older than the timeout (after the sweep)
+	orphanRecords int // pay_notify records matching no PAID order
+	otherOutcomes int // journal rows that are not APPLIED (clean traffic has one notify id per payment)
+}
+
+func checkGlobal(ctx context.Context, db *sql.DB, timeout time.Duration) (global, error) {
+	var g global
+	qs := []struct {
+		dst *int
+		q   string
+		arg []any
+	}{
+		{&g.anomalies, `SELECT COUNT(*) FROM anomaly`, nil},
+		{&g.staleProc, `SELECT COUNT(*) FROM idempotent_record WHERE status = 0 AND update_time < NOW(3) - INTERVAL ? MICROSECOND`, []any{timeout.Microseconds()}},
+		{&g.orphanRecords, `SELECT COUNT(*) FROM idempotent_record r WHERE r.biz_type = 'pay_notify' AND NOT EXISTS
+			(SELECT 1 FROM orders o WHERE o.status = 'PAID' AND o.channel = r.scope AND o.channel_txn_id = r.idem_key)`, nil},
+		{&g.otherOutcomes, `SELECT COUNT(*) FROM notify_journal WHERE outcome <> 'APPLIED'`, nil},
+	}
+	for _, q := range qs {
+		if err := db.QueryRowContext(ctx, q.q, q.arg...).Scan(q.dst); err != nil {
+			return g, err
+		}
+	}
+	return g, nil
+}
+
+func (g global) problems() []string {
+	var p []string
+	if g.anomalies > 0 {
+		p = append(p, fmt.Sprintf("%d anomaly row(s) for clean traffic", g.anomalies))
+	}
+	if g.staleProc > 0 {
+		p = append(p, fmt.Sprintf("%d processing record(s) older than the timeout after paygw sweep", g.staleProc))
+	}
+	if g.orphanRecords > 0 {
+		p = append(p, fmt.Sprintf("%d pay_notify record(s) without a PAID order", g.orphanRecords))
+	}
+	if g.otherOutcomes > 0 {
+		p = append(p, fmt.Sprintf("%d journal row(s) with an outcome other than APPLIED", g.otherOutcomes))
+	}
+	return p
+}

@@ -1,0 +1,404 @@
+// Command paygw-chaos runs three paygw replicas on one MariaDB and one Redis, plays the payment
+// channels against them while it kills and restarts each piece in turn, and checks from the
+// database that no payment was lost or applied twice. scripts/chaos.sh starts it.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/paygw/paygw/simulate"
+)
+
+type options struct {
+	short       bool
+	bin         string
+	script      string
+	servicesDir string
+	mysqlPort   int
+	redisPort   int
+	work        string
+	speedup     float64
+	minSpan     time.Duration
+	stormOrders int
+	orders      int
+	loadFor     time.Duration
+	phaseLimit  time.Duration
+	doc         string
+	guardTTL    time.Duration
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "paygw-chaos:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var o options
+	fs := flag.NewFlagSet("paygw-chaos", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.BoolVar(&o.short, "short", false, "the CI version: 1k orders per phase, each fault once")
+	fs.StringVar(&o.bin, "bin", "bin/paygw", "the paygw binary under test")
+	fs.StringVar(&o.script, "services", "scripts/services.sh", "scripts/services.sh (restarts MariaDB and Redis)")
+	fs.IntVar(&o.mysqlPort, "mysql-port", 3407, "port of the chaos run's own MariaDB (started by services.sh)")
+	fs.IntVar(&o.redisPort, "redis-port", 6479, "port of the chaos run's own Redis (started by services.sh)")
+	fs.StringVar(&o.work, "work", "", "directory for keys, configs and replica logs (required)")
+	fs.Float64Var(&o.speedup, "speedup", 1000, "retry schedules are divided by this")
+	fs.DurationVar(&o.minSpan, "min-span", 30*time.Second, "no channel's compressed schedule spans less than this")
+	fs.IntVar(&o.stormOrders, "storm-orders", 0, "orders in the storm (default 10000, 1000 with --short)")
+	fs.IntVar(&o.orders, "orders", 0, "orders per fault phase (default 10000, 1000 with --short)")
+	fs.DurationVar(&o.loadFor, "load-for", 0, "how long each fault phase releases its orders (default 25s, 5s with --short)")
+	fs.DurationVar(&o.phaseLimit, "phase-limit", 0, "deadline of each phase (default 150s, 60s with --short)")
+	fs.DurationVar(&o.guardTTL, "guard-ttl", 30*time.Second, "idempotency.redis_ttl of the replicas (the shipped default; the trade guard is capped at 10s)")
+	fs.StringVar(&o.doc, "doc", "", "write the figures into this markdown file between the chaos markers")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	def := func(v *int, full, short int) {
+		if *v == 0 {
+			*v = map[bool]int{false: full, true: short}[o.short]
+		}
+	}
+	defd := func(v *time.Duration, full, short time.Duration) {
+		if *v == 0 {
+			*v = map[bool]time.Duration{false: full, true: short}[o.short]
+		}
+	}
+	def(&o.stormOrders, 10000, 1000)
+	def(&o.orders, 10000, 1000)
+	defd(&o.loadFor, 25*time.Second, 5*time.Second)
+	defd(&o.phaseLimit, 150*time.Second, 60*time.Second)
+	if o.work == "" {
+		return errors.New("--work DIR is required")
+	}
+	o.servicesDir = filepath.Join(filepath.Dir(filepath.Dir(mustAbs(o.script))), ".services")
+
+	c, err := setUp(ctx, o, stderr)
+	if c != nil {
+		defer c.tearDown()
+	}
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	var all []*figures
+	for _, p := range []struct {
+		name string
+		fn   func(context.Context) (*figures, error)
+	}{
+		{"storm", c.storm},
+		{"redis", c.redisKill},
+		{"replica-kill", c.replicaKill},
+		{"mariadb", c.mariadbRestart},
+		{"sigterm", c.sigterm},
+	} {
+		c.logf("phase %s", p.name)
+		pctx, cancel := context.WithTimeout(ctx, o.phaseLimit)
+		f, err := p.fn(pctx)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("phase %s: %w", p.name, err)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err := c.verify(ctx, f); err != nil {
+			return fmt.Errorf("phase %s: checking: %w", p.name, err)
+		}
+		all = append(all, f)
+		c.logf("phase %s: %d requests, %d problem(s), took %s", p.name, f.st.requests.Load(), len(f.problems), f.took.Round(time.Millisecond))
+	}
+	// The end: every replica still stops cleanly, and the whole database holds.
+	final := &figures{name: "end", st: newStats()}
+	for _, r := range c.replicas {
+		if code, err := r.signal(syscall.SIGTERM, 20*time.Second); err != nil || code != 0 {
+			final.problems = append(final.problems, fmt.Sprintf("replica %d: exit %d after SIGTERM (%v)", r.n, code, err))
+		}
+	}
+	if err := c.sweep(ctx); err != nil {
+		return err
+	}
+	g, err := checkGlobal(ctx, c.db, c.timeout)
+	if err != nil {
+		return err
+	}
+	final.problems = append(final.problems, g.problems()...)
+	// The create path: one order and one unit of stock per key, whatever the faults did.
+	var keys, created, stock int
+	for _, f := range all {
+		if f.creates != nil {
+			keys += f.creates.keys
+		}
+	}
+	if err := c.db.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM orders WHERE sku = ?), num FROM stock WHERE sku = ?`,
+		createSKU, createSKU).Scan(&created, &stock); err != nil {
+		return err
+	}
+	if created != keys || stock != initialStock-keys {
+		final.problems = append(final.problems, fmt.Sprintf("create path: %d orders and stock %d for %d keys, want %d and %d",
+			created, stock, keys, keys, initialStock-keys))
+	}
+
+	rep := report(o, all, final, time.Since(start))
+	fmt.Fprint(stdout, rep)
+	if o.doc != "" {
+		if err := writeDoc(o.doc, rep); err != nil {
+			return err
+		}
+		c.logf("figures written to %s", o.doc)
+	}
+	n := len(final.problems)
+	for _, f := range all {
+		n += len(f.problems)
+	}
+	if n > 0 {
+		return fmt.Errorf("%d invariant(s) failed (replica logs in %s)", n, o.work)
+	}
+	return nil
+}
+
+const initialStock = 1000000
+
+// chaos is one run: its services, replicas, database handle and senders.
+type chaos struct {
+	o        options
+	log      io.Writer
+	svc      services
+	db       *sql.DB
+	replicas []*replica
+	urls     []string
+	cfgs     []string
+	token    string
+	timeout  time.Duration // idempotency.db_timeout_clean_seconds
+	sender   *sender
+}
+
+func (c *chaos) logf(format string, args ...any) {
+	fmt.Fprintf(c.log, "chaos: %s "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
+}
+
+func setUp(ctx context.Context, o options, logw io.Writer) (*chaos, error) {
+	c := &chaos{o: o, log: logw, timeout: 3 * time.Second,
+		svc: services{script: o.script, dir: o.servicesDir, mysqlPort: o.mysqlPort, redisPort: o.redisPort}}
+	if err := os.MkdirAll(o.work, 0o700); err != nil {
+		return nil, err
+	}
+	// The checker's own pool meets the MariaDB restart too; database/sql retries, the log is noise.
+	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
+	keys := filepath.Join(o.work, "keys")
+	manifest, err := simulate.WriteKeys(keys, time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("sandbox keys: %w", err)
+	}
+	signers, err := simulate.LoadSigners(keys)
+	if err != nil {
+		return nil, err
+	}
+	channelsYAML, err := os.ReadFile(manifest.ConfigPath)
+	if err != nil {
+		return nil, err
+	}
+
+	// A fresh database and an empty Redis.
+	server := mysql.NewConfig()
+	server.User, server.Net, server.Addr = "root", "tcp", fmt.Sprintf("127.0.0.1:%d", o.mysqlPort)
+	server.Timeout = 3 * time.Second
+	admin, err := sql.Open("mysql", server.FormatDSN())
+	if err != nil {
+		return nil, err
+	}
+	defer admin.Close()
+	for _, q := range []string{"DROP DATABASE IF EXISTS paygw_chaos", "CREATE DATABASE paygw_chaos CHARACTER SET utf8mb4"} {
+		if _, err := admin.ExecContext(ctx, q); err != nil {
+			return nil, fmt.Errorf("MariaDB on %s (start it with MYSQL_PORT=%d scripts/services.sh up): %w", server.Addr, o.mysqlPort, err)
+		}
+	}
+	server.DBName, server.ParseTime = "paygw_chaos", true
+	if c.db, err = sql.Open("mysql", server.FormatDSN()); err != nil {
+		return nil, err
+	}
+	c.db.SetMaxOpenConns(8)
+	rc := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", o.redisPort)})
+	err = rc.FlushAll(ctx).Err()
+	rc.Close()
+	if err != nil {
+		return c, fmt.Errorf("redis on %d: %w", o.redisPort, err)
+	}
+
+	// Three replicas' configs: same database, same Redis, own port.
+	c.token = "chaos-" + randomHex(16)
+	for i := range 3 {
+		addr, err := freeAddr()
+		if err != nil {
+			return c, err
+		}
+		cfg := filepath.Join(o.work, fmt.Sprintf("paygw-%d.yaml", i))
+		body := fmt.Sprintf(`http:
+  addr: %q
+  shutdown_timeout: 10s
+log:
+  level: warn
+  format: json
+mysql:
+  dsn: %q
+  max_open_conns: 24
+redis:
+  addr: "127.0.0.1:%d"
+idempotency:
+  redis_ttl: %s
+  db_timeout_clean_seconds: %d
+auth:
+  api_tokens:
+    - name: chaos
+      token: %q
+%s`, addr, server.FormatDSN(), o.redisPort, o.guardTTL, int(c.timeout/time.Second), c.token, channelsYAML)
+		if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+			return c, err
+		}
+		c.cfgs = append(c.cfgs, cfg)
+		c.urls = append(c.urls, "http://"+addr)
+		c.replicas = append(c.replicas, &replica{n: i, bin: o.bin, addr: addr, cfg: cfg,
+			logPath: filepath.Join(o.work, fmt.Sprintf("replica-%d.log", i))})
+	}
+	if out, err := c.paygw(ctx, "migrate", "--config", c.cfgs[0]); err != nil {
+		return c, fmt.Errorf("paygw migrate: %v\n%s", err, out)
+	}
+	for _, r := range c.replicas {
+		if err := r.start(ctx); err != nil {
+			return c, err
+		}
+	}
+	if err := putStock(ctx, c.urls[0], c.token, initialStock); err != nil {
+		return c, err
+	}
+
+	speedup := map[string]float64{}
+	for _, ch := range channelNames {
+		speedup[ch] = speedupOf(o, ch)
+	}
+	c.sender = &sender{
+		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+			DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
+			MaxIdleConnsPerHost: 128, IdleConnTimeout: 30 * time.Second,
+		}},
+		signers: signers, urls: c.urls, speedup: speedup, sem: make(chan struct{}, 192),
+	}
+	c.logf("3 replicas on %s; MariaDB :%d, Redis :%d; speedup %v", strings.Join(c.urls, " "), o.mysqlPort, o.redisPort, speedup)
+	return c, nil
+}
+
+func (c *chaos) tearDown() {
+	for _, r := range c.replicas {
+		r.stop()
+	}
+	if c.db != nil {
+		c.db.Close()
+	}
+}
+
+// paygw runs a one-shot paygw command (migrate, sweep) for at most 30 s.
+func (c *chaos) paygw(ctx context.Context, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, c.o.bin, args...)
+	cmd.Env = childEnv()
+	return cmd.CombinedOutput()
+}
+
+func (c *chaos) sweep(ctx context.Context) error {
+	if out, err := c.paygw(ctx, "sweep", "--config", c.cfgs[0]); err != nil {
+		return fmt.Errorf("paygw sweep: %v\n%s", err, out)
+	}
+	return nil
+}
+
+// verify runs the sweeper, then checks the phase's orders and the whole database.
+func (c *chaos) verify(ctx context.Context, f *figures) error {
+	if err := c.sweep(ctx); err != nil {
+		return err
+	}
+	v, err := checkOrders(ctx, c.db, f.prefix, f.orders)
+	if err != nil {
+		return err
+	}
+	f.v = v
+	f.problems = append(f.problems, v.wrong...)
+	if n := f.st.gaveUp.Load(); n > 0 {
+		f.problems = append(f.problems, fmt.Sprintf("%d sender(s) gave up without a success", n))
+	}
+	if n := f.st.refusals.Load(); n > 0 {
+		f.problems = append(f.problems, fmt.Sprintf("%d refusal(s) (4xx) of clean, correctly signed notifications", n))
+	}
+	g, err := checkGlobal(ctx, c.db, c.timeout)
+	if err != nil {
+		return err
+	}
+	f.g = g
+	f.problems = append(f.problems, g.problems()...)
+	return nil
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func mustAbs(p string) string {
+	a, err := filepath.Abs(p)
+	if err != nil {
+		return p
+	}
+	return a
+}
+
+func (c *chaos) mysqlPing(ctx context.Context) error {
+	conn, err := c.db.Conn(ctx) // a fresh connection once the old ones are found dead
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return conn.PingContext(ctx)
+}
+
+func (c *chaos) redisPing(ctx context.Context) error {
+	rc := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", c.o.redisPort), MaxRetries: -1})
+	defer rc.Close()
+	return rc.Ping(ctx).Err()
+}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+)
+
+const (
+	docBegin = "<!-- chaos:begin (written by scripts/chaos.sh; do not edit by hand) -->"
+	docEnd   = "<!-- chaos:end -->"
+)
+
+// report renders the figures as markdown: one table row per fault, then the details.
+func report(o options, all []*figures, final *figures, took time.Duration) string {
+	var b strings.Builder
+	mode := "full"
+	if o.short {
+		mode = "--short"
+	}
+	speed := make([]string, 0, 4)
+	for _, ch := range channelNames {
+		speed = append(speed, fmt.Sprintf("%s %.0fx", ch, speedupOf(o, ch)))
+	}
+	sort.Strings(speed)
+	fmt.Fprintf(&b, "Run %s (%s), %s on %d CPUs, %s in all; schedules compressed: %s.\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), mode, runtime.GOOS+"/"+runtime.GOARCH, runtime.NumCPU(), took.Round(time.Second), strings.Join(speed, ", "))
+	b.WriteString("| fault | orders x senders | requests | redeliveries | non-success replies | gave up | double-applies | lost | anomalies | time to recover | result |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, f := range all {
+		st := f.st
+		result := "ok"
+		if len(f.problems) > 0 {
+			result = fmt.Sprintf("**FAILED (%d)**", len(f.problems))
+		}
+		fmt.Fprintf(&b, "| %s: %s | %d x %d | %d | %d | %d | %d | %d | %d | %d | %s | %s |\n",
+			f.name, f.fault, len(f.orders), f.dups, st.requests.Load(), st.redeliveries.Load(),
+			st.requests.Load()-st.success.Load(), st.gaveUp.Load(), f.v.doubleApplies, f.v.lost, f.g.anomalies, f.recover, result)
+	}
+	b.WriteString("\n")
+	for _, f := range all {
+		st := f.st
+		fmt.Fprintf(&b, "- **%s** (%s): %d senders, %d succeeded; replies: %d success, %d retry (5xx), %d refusal (4xx), %d no answer",
+			f.name, f.took.Round(time.Millisecond), st.senders.Load(), st.sendersOK.Load(), st.success.Load(), st.retryReplies.Load(), st.refusals.Load(), st.errs.Load())
+		if k := st.kinds(); k != "" {
+			fmt.Fprintf(&b, " [%s]", k)
+		}
+		fmt.Fprintf(&b, "; latency p50 %s p99 %s.", ms(st.percentile(0.5)), ms(st.percentile(0.99)))
+		for _, n := range f.notes {
+			fmt.Fprintf(&b, " %s.", n)
+		}
+		if c := f.creates; c != nil {
+			fmt.Fprintf(&b, " Idempotent create during the fault: %d keys x 3 replicas, %d requests, %d/%d keys with one order and one answer.", c.keys, c.requests, c.agreed, c.keys)
+		}
+		b.WriteString("\n")
+		for _, p := range f.problems {
+			fmt.Fprintf(&b, "  - FAILED: %s\n", p)
+		}
+	}
+	fmt.Fprintf(&b, "- **end**: every replica exited 0 on SIGTERM; after `paygw sweep` the whole database holds no anomaly, no stale `processing` record, no `pay_notify` record without its PAID order; the create path holds one order and one unit of stock per key.\n")
+	for _, p := range final.problems {
+		fmt.Fprintf(&b, "  - FAILED: %s\n", p)
+	}
+	return b.String()
+}
+
+func speedupOf(o options, ch string) float64 {
+	var total time.Duration
+	for _, d := range scheduleOf(ch) {
+		total += d
+	}
+	return min(o.speedup, float64(total)/float64(o.minSpan))
+}
+
+// writeDoc puts the report between the chaos markers of path (appending them if missing).
+func writeDoc(path, rep string) error {
+	old, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	s := string(old)
+	block := docBegin + "\n" + rep + docEnd
+	i, j := strings.Index(s, docBegin), strings.Index(s, docEnd)
+	if i >= 0 && j > i {
+		s = s[:i] + block + s[j+len(docEnd):]
+	} else {
+		s += "\n" + block + "\n"
+	}
+	return os.WriteFile(path, []byte(s), 0o644)
+}
