@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/rs/zerolog"
 
 	"github.com/paygw/paygw/channels"
 	"github.com/paygw/paygw/notify"
@@ -19,38 +21,51 @@ import (
 func (s *Server) notify(ch channels.Channel) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := s.now()
-		log := s.log.With().Str("channel", ch.Name()).Logger()
 		body, err := s.readBody(c)
 		switch {
 		case errors.Is(err, errTooLarge):
-			log.Warn().Err(err).Msg("notification body refused")
+			s.logNotification(zerolog.WarnLevel, ch, nil, "REFUSED", start, err)
 			return writeReply(c, http.StatusRequestEntityTooLarge, ch.Reply(payment.ReplyRefuse))
 		case err != nil: // the body did not arrive whole (too slow, cut off): refused, nothing read
-			log.Warn().Err(err).Msg("notification body unreadable")
+			s.logNotification(zerolog.WarnLevel, ch, nil, "REFUSED", start, err)
 			return writeReply(c, http.StatusRequestTimeout, ch.Reply(payment.ReplyRefuse))
 		}
 		ev, err := ch.Verify(body, c.Request().Header, start)
 		if err != nil {
 			// Warn, not info: a wrong or rotated key refuses every real payment until someone
 			// notices, and the channel gives up after its last retry.
-			log.Warn().Err(err).Dur("latency", s.now().Sub(start)).Str("outcome", "REFUSED").Msg("notification")
+			s.logNotification(zerolog.WarnLevel, ch, nil, "REFUSED", start, err)
 			return writeReply(c, 0, ch.Reply(payment.ReplyRefuse))
 		}
-		log = log.With().Str("trade_no", ev.TradeNo).Str("notify_id", ev.NotifyID).Str("event", string(ev.Kind)).Logger()
 		ctx, cancel := context.WithTimeout(c.Request().Context(), notify.ApplyTimeout)
 		defer cancel()
 		outcome, err := s.applier.Apply(ctx, ev)
 		if err != nil {
-			log.Warn().Err(err).Dur("latency", s.now().Sub(start)).Str("outcome", "RETRY").Msg("notification")
+			s.logNotification(zerolog.WarnLevel, ch, &ev, "RETRY", start, err)
 			return writeReply(c, 0, ch.Reply(payment.ReplyRetry))
 		}
-		level := log.Info()
+		level := zerolog.InfoLevel
 		if outcome.IsAnomaly() || outcome == payment.OutcomeUnknownOrder {
-			level = log.Warn()
+			level = zerolog.WarnLevel
 		}
-		level.Dur("latency", s.now().Sub(start)).Str("outcome", string(outcome)).Msg("notification")
+		s.logNotification(level, ch, &ev, string(outcome), start, nil)
 		return writeReply(c, 0, ch.Reply(outcome.Reply()))
 	}
+}
+
+// logNotification writes the one line per notification: channel, trade_no, notify id, event,
+// outcome, latency; never a key, a token or a signature (channel errors carry none). The fields
+// go on the event alone, so a disabled level costs nothing on the hot path.
+func (s *Server) logNotification(level zerolog.Level, ch channels.Channel, ev *payment.Event, outcome string, start time.Time, err error) {
+	e := s.log.WithLevel(level)
+	if e == nil {
+		return
+	}
+	e = e.Str("channel", ch.Name())
+	if ev != nil {
+		e = e.Str("trade_no", ev.TradeNo).Str("notify_id", ev.NotifyID).Str("event", string(ev.Kind))
+	}
+	e.Err(err).Dur("latency", s.now().Sub(start)).Str("outcome", outcome).Msg("notification")
 }
 
 // writeReply writes a channel's reply; status overrides its status code when not zero.

@@ -18,7 +18,7 @@ func seed(ctx context.Context, db *sql.DB, prefix string, n int) ([]order, error
 	for i := range orders {
 		orders[i] = order{
 			TradeNo:   fmt.Sprintf("%s%06d", prefix, i+1),
-			AmountFen: 1 + rand.Int64N(500000),
+			AmountFen: 1 + rand.Int64N(500000), // #nosec G404 -- test amounts for load shaping, not secrets
 			Channel:   channelNames[i%len(channelNames)],
 		}
 	}

@@ -52,7 +52,7 @@ type set struct {
 
 func (b *bench) cleanup() {
 	if b.echoSrv != nil {
-		b.echoSrv.Close()
+		_ = b.echoSrv.Close() // best-effort cleanup
 	}
 	b.gw.stop()
 	b.gwGrowth.stop()
@@ -63,7 +63,7 @@ func (b *bench) cleanup() {
 		if !b.opts.keepDB {
 			b.admin.drop()
 		}
-		b.admin.db.Close()
+		_ = b.admin.db.Close() // best-effort cleanup
 	}
 }
 
@@ -317,21 +317,23 @@ func (b *bench) profile(ctx context.Context, gw *gateway, name string, d time.Du
 	}
 	defer resp.Body.Close()
 	path := filepath.Join(b.opts.out, name+".pprof")
-	f, err := os.Create(path)
+	f, err := os.Create(path) // #nosec G304 -- a profile in the operator's --out directory
 	if err != nil {
 		return err.Error()
 	}
 	_, err = io.Copy(f, resp.Body)
-	f.Close()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return err.Error()
 	}
-	out, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=25", gw.bin, path).CombinedOutput()
+	out, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=25", gw.bin, path).CombinedOutput() // #nosec G204 -- go tool pprof on our own gateway binary and the profile just written
 	if err != nil {
 		return "pprof failed: " + err.Error() + "\n" + string(out)
 	}
 	top := string(out)
-	_ = os.WriteFile(filepath.Join(b.opts.out, name+".top.txt"), out, 0o644)
+	_ = os.WriteFile(filepath.Join(b.opts.out, name+".top.txt"), out, 0o600) // best effort: the top is also printed
 	return top
 }
 
@@ -386,7 +388,7 @@ admin:
   addr: "127.0.0.1:%d"
 `, httpPort, b.admin.dsn(db), b.opts.concurrency, b.redis.addr(), adminPort) + string(channelsYAML)
 	path := filepath.Join(b.work, "paygw-"+name+".yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil { // #nosec G703 -- a config in the bench's own temporary work directory
 		return nil, err
 	}
 	gw := &gateway{
@@ -489,7 +491,7 @@ func (b *bench) report() error {
 	}
 	data, _ := json.MarshalIndent(out, "", "  ")
 	path := filepath.Join(b.opts.out, "latest.json")
-	if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(path, append(data, '\n'), 0o600); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "\nwrote %s\n", path)

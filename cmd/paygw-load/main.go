@@ -88,13 +88,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if o.gatewayBin == "" {
 		o.gatewayBin = filepath.Join(work, "paygw")
 		fmt.Fprintln(stderr, "building the gateway: go build -o", o.gatewayBin, "./cmd/paygw")
-		build := exec.CommandContext(ctx, "go", "build", "-o", o.gatewayBin, "./cmd/paygw")
+		build := exec.CommandContext(ctx, "go", "build", "-o", o.gatewayBin, "./cmd/paygw") // #nosec G204 -- builds our own gateway into the bench's work directory
 		build.Stdout, build.Stderr = stderr, stderr
 		if err := build.Run(); err != nil {
 			return fmt.Errorf("go build ./cmd/paygw: %w", err)
 		}
 	}
-	if err := os.MkdirAll(o.out, 0o755); err != nil {
+	if err := os.MkdirAll(o.out, 0o750); err != nil {
 		return err
 	}
 	b := &bench{opts: o, work: work, log: stderr, stdout: stdout}

@@ -26,21 +26,21 @@ type proc struct {
 }
 
 func startProc(name, logPath string, bin string, args ...string) (*proc, error) {
-	logf, err := os.Create(logPath)
+	logf, err := os.Create(logPath) // #nosec G304 -- a log file in the bench's own work directory
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, args...)
+	cmd := exec.Command(bin, args...) // #nosec G204 -- our own paygw binary or redis-server, with the bench's own arguments
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		logf.Close()
+		_ = logf.Close() // the Start error is the one to report
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
-		logf.Close()
+		_ = logf.Close() // best effort: the process's log, nothing left to report it to
 		close(p.done)
 	}()
 	return p, nil
@@ -78,7 +78,7 @@ func (p *proc) exited() bool {
 func freePort(preferred int) (int, error) {
 	if preferred > 0 {
 		if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(preferred))); err == nil {
-			l.Close()
+			_ = l.Close() // only probing that the port is free
 			return preferred, nil
 		}
 	}
@@ -146,7 +146,7 @@ func (g *gateway) start(ctx context.Context) error {
 	for {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, g.url+"/readyz", nil)
 		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
+			_ = resp.Body.Close() // a probe: only the status matters
 			if resp.StatusCode == http.StatusOK {
 				return nil
 			}
