@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -102,6 +103,49 @@ func (g *Guard) Acquire(ctx context.Context, name string, ttl time.Duration) (*L
 		return nil, ErrHeld
 	}
 	return l, nil
+}
+
+// checkAndLock reports which done markers (KEYS[2..]) exist and, unless the first one does,
+// takes the lock KEYS[1] with SET NX PX (ARGV: owner token, TTL in ms), in one round trip. It
+// returns a 0/1 per marker, then 1 (lock taken), 0 (held by another) or 2 (not tried).
+var checkAndLock = redis.NewScript(`
+local out = {}
+for i = 2, #KEYS do out[#out + 1] = redis.call("EXISTS", KEYS[i]) end
+if out[1] == 1 then out[#out + 1] = 2 return out end
+if redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then out[#out + 1] = 1 else out[#out + 1] = 0 end
+return out`)
+
+// CheckAndAcquire asks, in one round trip, which of the done markers exist and, unless the first
+// one does (nothing left to do), takes the lock name for ttl. lock is nil unless taken; err is
+// ErrHeld when another owner holds the lock and ErrUnavailable when Redis did not answer.
+func (g *Guard) CheckAndAcquire(ctx context.Context, name string, ttl time.Duration, markers ...string) (found []bool, lock *Lock, err error) {
+	if g.skipping() {
+		return nil, nil, ErrUnavailable
+	}
+	l := &Lock{g: g, key: g.prefix + "lock:" + name, token: newToken()}
+	keys := make([]string, 0, 1+len(markers))
+	keys = append(keys, l.key)
+	for _, m := range markers {
+		keys = append(keys, g.prefix+"done:"+m)
+	}
+	out, err := checkAndLock.Run(ctx, g.rdb, keys, l.token, ttl.Milliseconds()).Int64Slice()
+	if err != nil {
+		return nil, nil, g.failed(ctx, err)
+	}
+	if len(out) != len(markers)+1 {
+		return nil, nil, g.failed(ctx, fmt.Errorf("check-and-lock answered %d values for %d markers", len(out), len(markers)))
+	}
+	found = make([]bool, len(markers))
+	for i := range markers {
+		found[i] = out[i] == 1
+	}
+	switch out[len(markers)] {
+	case 1:
+		return found, l, nil
+	case 0:
+		return found, nil, ErrHeld
+	}
+	return found, nil, nil
 }
 
 // Release deletes the lock only if it is still ours: after a TTL expiry another owner may hold

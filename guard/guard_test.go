@@ -338,3 +338,26 @@ func TestDoneAllAndMarkAllDone(t *testing.T) {
 		t.Fatalf("dead guard: %v, want ErrUnavailable", err)
 	}
 }
+
+func TestCheckAndAcquire(t *testing.T) {
+	g := testenv.Guard(t)
+	ctx := context.Background()
+
+	// Nothing done: the lock is taken, and a second caller finds it held.
+	found, lock, err := g.CheckAndAcquire(ctx, "t1", time.Minute, "pay:1", "note:1")
+	if err != nil || lock == nil || found[0] || found[1] {
+		t.Fatalf("first: %v %v %v", found, lock, err)
+	}
+	if _, l2, err := g.CheckAndAcquire(ctx, "t1", time.Minute, "pay:1", "note:1"); !errors.Is(err, guard.ErrHeld) || l2 != nil {
+		t.Fatalf("second: %v %v, want ErrHeld", l2, err)
+	}
+	// Done: markers set before the lock goes back; now the first marker answers, no lock tried.
+	g.MarkDoneAndRelease(ctx, lock, "APPLIED", time.Minute, "pay:1")
+	found, l3, err := g.CheckAndAcquire(ctx, "t1", time.Minute, "pay:1", "note:other")
+	if err != nil || l3 != nil || !found[0] || found[1] {
+		t.Fatalf("after done: %v %v %v; want [true false], no lock", found, l3, err)
+	}
+	if _, _, err := testenv.DeadGuard(t).CheckAndAcquire(ctx, "t1", time.Minute, "pay:1"); !errors.Is(err, guard.ErrUnavailable) {
+		t.Fatalf("dead guard: %v", err)
+	}
+}

@@ -69,43 +69,29 @@ func New(db *repository.DB, g *guard.Guard, guardTTL time.Duration, log zerolog.
 func (a *Applier) Apply(ctx context.Context, ev payment.Event) (payment.Outcome, error) {
 	ev.Currency = strings.ToUpper(ev.Currency)
 	markers := markerKeys(ev)
-
-	if repeat, err := a.knownRepeat(ctx, ev, markers); repeat || err != nil {
-		return payment.OutcomeRepeat, err
+	note := markers[len(markers)-1]
+	if a.done.has(markers[0]) && a.done.has(note) {
+		return payment.OutcomeRepeat, nil // seen by this process: no round trip at all
 	}
 
-	// The trade's guard. Other event types change no order (and may name none): they go
-	// straight to the journal.
-	var lock *guard.Lock
-	if ev.Kind != payment.KindOther {
-		var repeat, waited bool
-		var err error
-		lock, repeat, waited, err = a.acquire(ctx, ev.TradeNo, markers[0])
-		if err != nil {
-			return "", err
-		}
-		if repeat {
-			return payment.OutcomeRepeat, nil
-		}
-		if lock != nil && waited {
-			// The twin we waited for has most likely committed and left its done markers:
-			// answer from them (journalling a new notify id) rather than run the transaction.
-			if repeat, err := a.knownRepeat(ctx, ev, markers); repeat || err != nil {
-				lock.Release(context.WithoutCancel(ctx))
-				return payment.OutcomeRepeat, err
-			}
-		}
-		// On success the lock goes back with the done markers, in one round trip; on any
-		// other return it is released alone. nil (Redis down) releases nothing.
-		defer func() {
-			if lock != nil {
-				lock.Release(context.WithoutCancel(ctx))
-			}
-		}()
+	lock, repeat, err := a.checkAndLock(ctx, ev, markers)
+	if err != nil {
+		return "", err
 	}
+	if repeat {
+		return payment.OutcomeRepeat, nil
+	}
+	// On success the lock goes back with the done markers, in one round trip; on any other
+	// return it is released alone. nil (Redis down, or an event type that takes none) releases
+	// nothing.
+	defer func() {
+		if lock != nil {
+			lock.Release(context.WithoutCancel(ctx))
+		}
+	}()
 
 	var outcome payment.Outcome
-	err := a.db.InTx(ctx, func(tx *repository.Tx) error {
+	err = a.db.InTx(ctx, func(tx *repository.Tx) error {
 		var err error
 		outcome, err = a.decide(ctx, tx, ev)
 		return err
@@ -133,67 +119,62 @@ func (a *Applier) Apply(ctx context.Context, ev payment.Event) (payment.Outcome,
 	return outcome, nil
 }
 
-// knownRepeat answers a repeat without the transaction: from the done markers in Redis (no SQL
-// at all when this very notification was seen), else with Redis down from one SELECT. A payment
-// already recorded but reaching us under a new notify id (TRADE_FINISHED after TRADE_SUCCESS)
-// is journalled as a REPEAT on the way.
-func (a *Applier) knownRepeat(ctx context.Context, ev payment.Event, markers []string) (bool, error) {
-	note := markers[len(markers)-1]
-	if a.done.has(markers[0]) && a.done.has(note) {
-		return true, nil // seen here before: no round trip at all
-	}
-	var recorded, journalled bool
-	found, err := a.guard.DoneAll(ctx, markers...)
-	switch {
-	case err == nil:
-		recorded, journalled = found[0], found[len(found)-1]
-	case ev.Kind != payment.KindPaid:
-		return false, nil // only payments have records to look up
-	default:
-		if recorded, journalled, err = a.db.Seen(ctx, ev.Channel, ev.ChannelTxnID, ev.NotifyID); err != nil {
-			return false, err
-		}
-	}
-	if !recorded {
-		return false, nil
-	}
-	if !journalled {
-		if err := a.db.Journal(ctx, ev, payment.OutcomeRepeat, a.stamp()); err != nil {
-			return false, err
-		}
-		a.guard.MarkAllDone(context.WithoutCancel(ctx), string(payment.OutcomeRepeat), doneTTL, note)
-	}
-	a.done.add(markers...)
-	return true, nil
-}
-
-func (a *Applier) stamp() time.Time { return a.now().UTC().Truncate(time.Millisecond) }
-
-// acquire takes the trade's guard. When a twin holds it, it waits up to TwinWait for the twin's
-// done marker (repeat) or for the guard to come free, then gives up with ErrInFlight: channels
-// often send the same notification twice at once, and answering the second one with success a
-// few milliseconds later spares a retry. With Redis down it returns a nil lock and no error.
-func (a *Applier) acquire(ctx context.Context, tradeNo, key string) (lock *guard.Lock, repeat, waited bool, err error) {
+// checkAndLock is the Redis fast path, one round trip in the common case: a done marker answers
+// a repeat; otherwise the trade's guard is taken (other event types change no order and take
+// none). When a twin holds the guard it waits up to TwinWait for the twin's done marker (a
+// repeat) or for the guard to come free, then gives up with ErrInFlight: channels often send
+// the same notification twice at once, and answering the second with success a few
+// milliseconds later spares a retry. With Redis down a payment's repeat is told by one SELECT,
+// and anything else carries on with no lock.
+func (a *Applier) checkAndLock(ctx context.Context, ev payment.Event, markers []string) (lock *guard.Lock, repeat bool, err error) {
 	deadline := a.now().Add(a.TwinWait)
 	for pause := 2 * time.Millisecond; ; pause = min(2*pause, 50*time.Millisecond) {
-		lock, err := a.guard.Acquire(ctx, "trade:"+tradeNo, a.guardTTL)
-		if !errors.Is(err, guard.ErrHeld) {
-			// Taken, or Redis is down: carry on. waited tells the caller a twin held it first.
-			return lock, false, pause > 2*time.Millisecond, nil
+		var found []bool
+		if ev.Kind == payment.KindOther {
+			found, err = a.guard.DoneAll(ctx, markers...)
+		} else {
+			found, lock, err = a.guard.CheckAndAcquire(ctx, "trade:"+ev.TradeNo, a.guardTTL, markers...)
 		}
-		if _, done, _ := a.guard.Done(ctx, key); done {
-			return nil, true, true, nil
+		switch {
+		case errors.Is(err, guard.ErrUnavailable):
+			if ev.Kind != payment.KindPaid {
+				return nil, false, nil // only payments have records to look up
+			}
+			recorded, journalled, err := a.db.Seen(ctx, ev.Channel, ev.ChannelTxnID, ev.NotifyID)
+			if err != nil || !recorded {
+				return nil, false, err
+			}
+			return nil, true, a.repeated(ctx, ev, markers, journalled)
+		case found != nil && found[0]:
+			return nil, true, a.repeated(ctx, ev, markers, found[len(found)-1])
+		case !errors.Is(err, guard.ErrHeld):
+			return lock, false, err // taken (or, for other event types, none needed)
 		}
 		if a.now().Add(pause).After(deadline) {
-			return nil, false, true, ErrInFlight
+			return nil, false, ErrInFlight
 		}
 		select {
 		case <-ctx.Done():
-			return nil, false, true, ErrInFlight
+			return nil, false, ErrInFlight
 		case <-time.After(pause):
 		}
 	}
 }
+
+// repeated finishes a repeat: a payment already recorded but reaching us under a new notify id
+// (TRADE_FINISHED after TRADE_SUCCESS) is journalled as a REPEAT on the way.
+func (a *Applier) repeated(ctx context.Context, ev payment.Event, markers []string, journalled bool) error {
+	if !journalled {
+		if err := a.db.Journal(ctx, ev, payment.OutcomeRepeat, a.stamp()); err != nil {
+			return err
+		}
+		a.guard.MarkAllDone(context.WithoutCancel(ctx), string(payment.OutcomeRepeat), doneTTL, markers[len(markers)-1])
+	}
+	a.done.add(markers...)
+	return nil
+}
+
+func (a *Applier) stamp() time.Time { return a.now().UTC().Truncate(time.Millisecond) }
 
 // errUnknownOrder rolls the transaction back: nothing is written for an unknown trade_no, so the
 // channel's retry finds a clean slate once the order exists.

@@ -189,7 +189,7 @@ mariadb_up() {
       --character-set-server=utf8mb4 \
       --max-connections=500 \
       --max-allowed-packet=64M \
-      --innodb-buffer-pool-size=512M \
+      --innodb-buffer-pool-size=2G \
       --innodb-log-file-size=256M \
       --innodb-flush-log-at-trx-commit=1 \
       --table-open-cache=4000 \

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -34,7 +35,10 @@ type bench struct {
 	gw       *gateway
 	gwGrowth *gateway
 	alipay   *channels.Alipay
-	echoSrv  *http.Server
+
+	verifyProc    *proc // the verify-only ceiling
+	alipayAppID   string
+	alipayKeyFile string
 
 	results    map[string]result
 	order      []string
@@ -51,9 +55,7 @@ type set struct {
 }
 
 func (b *bench) cleanup() {
-	if b.echoSrv != nil {
-		_ = b.echoSrv.Close() // best-effort cleanup
-	}
+	b.verifyProc.stop()
 	b.gw.stop()
 	b.gwGrowth.stop()
 	if b.redis != nil {
@@ -123,6 +125,7 @@ func (b *bench) run(ctx context.Context) error {
 		return err
 	}
 	b.alipay = channels.NewAlipay(keys.Alipay.AppID, "", key)
+	b.alipayAppID, b.alipayKeyFile = keys.Alipay.AppID, filepath.Join(b.work, "keys", keys.Alipay.PublicKeyFile)
 
 	// Orders and their pre-signed notifications, one set per use.
 	sizes := []struct {
@@ -339,26 +342,77 @@ func (b *bench) profile(ctx context.Context, gw *gateway, name string, d time.Du
 
 // startVerifyOnly serves the verify-only ceiling: the same echo framework, body limit and
 // verifier as the gateway, then `success`, with no Redis and no SQL.
+// startVerifyOnly runs the verify-only ceiling as a process of its own (this binary's hidden
+// `verify-only` mode), so that it pays the same process hop, scheduling and loopback as the
+// gateway does; in the load tool's own process it would flatter the ceiling on two cores.
 func (b *bench) startVerifyOnly() (string, error) {
+	port, err := freePort(0)
+	if err != nil {
+		return "", err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	b.verifyProc, err = startProc("verify-only", filepath.Join(b.work, "verify-only.log"), self, "verify-only",
+		"--listen", addr, "--app-id", b.alipayAppID, "--public-key", b.alipayKeyFile)
+	if err != nil {
+		return "", err
+	}
+	url := "http://" + addr + "/notify/alipay"
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if res, err := http.Get("http://" + addr + "/healthz"); err == nil {
+			_ = res.Body.Close() // a probe
+			return url, nil
+		}
+		if b.verifyProc.exited() || time.Now().After(deadline) {
+			return "", fmt.Errorf("verify-only ceiling did not start (see %s)", filepath.Join(b.work, "verify-only.log"))
+		}
+	}
+}
+
+// serveVerifyOnly is the verify-only ceiling: a bare echo handler that verifies the signed
+// Alipay notification with channels.Alipay and answers success. No Redis, no SQL.
+func serveVerifyOnly(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("verify-only", flag.ContinueOnError)
+	listen := fs.String("listen", "127.0.0.1:0", "address")
+	appID := fs.String("app-id", "", "Alipay app_id")
+	keyFile := fs.String("public-key", "", "Alipay public key PEM")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	pub, err := os.ReadFile(*keyFile) // #nosec G304 -- the bench's own sandbox key
+	if err != nil {
+		return err
+	}
+	key, err := channels.ParseRSAPublicKey(string(pub))
+	if err != nil {
+		return err
+	}
+	alipay := channels.NewAlipay(*appID, "", key)
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
+	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok") })
 	e.POST("/notify/alipay", func(c echo.Context) error {
 		body, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, 1<<20))
 		if err != nil {
 			return c.Blob(http.StatusRequestEntityTooLarge, "text/plain;charset=utf-8", []byte("fail"))
 		}
-		if _, err := b.alipay.Verify(body, c.Request().Header, time.Now()); err != nil {
+		if _, err := alipay.Verify(body, c.Request().Header, time.Now()); err != nil {
 			return c.Blob(http.StatusBadRequest, "text/plain;charset=utf-8", []byte("fail"))
 		}
 		return c.Blob(http.StatusOK, "text/plain;charset=utf-8", []byte("success"))
 	})
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+	srv := &http.Server{Addr: *listen, Handler: e, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 90 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close() // stopping
+	}()
+	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+		return err
 	}
-	b.echoSrv = &http.Server{Handler: e, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 90 * time.Second}
-	go func() { _ = b.echoSrv.Serve(l) }()
-	return "http://" + l.Addr().String() + "/notify/alipay", nil
+	return nil
 }
 
 func (b *bench) startGateway(ctx context.Context, keys simulate.Manifest, db, name string) (*gateway, error) {

@@ -57,6 +57,9 @@ func envFloat(name string, def float64) float64 {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "verify-only" { // the ceiling's own process (startVerifyOnly)
+		return serveVerifyOnly(ctx, args[1:])
+	}
 	mysqlPort := os.Getenv("MYSQL_PORT")
 	if mysqlPort == "" {
 		mysqlPort = "3306"
