@@ -240,7 +240,7 @@ func stripeEvent(body []byte) (payment.Event, error) {
 	if err := json.Unmarshal(obj, &o); err != nil {
 		return payment.Event{}, fmt.Errorf("%w: stripe: %s: data.object has a field of the wrong type", ErrMalformed, env.Type)
 	}
-	if !validStripeID(o.ID, 255) {
+	if !validStripeID(o.ID, 128) {
 		return payment.Event{}, fmt.Errorf("%w: stripe: data.object.id missing or invalid", ErrMalformed)
 	}
 	if ev.Currency, err = stripeCurrency(o.Currency); err != nil {
@@ -277,6 +277,14 @@ func stripeEvent(body []byte) (payment.Event, error) {
 		amount, amountField = o.AmountRefunded, "amount_refunded"
 	}
 
+	if tradeNo == "" && ev.Kind == payment.KindRefund && paymentIntent != "" {
+		// A refund of a Checkout payment names no trade_no; the journal finds its order by
+		// the PaymentIntent the payment was applied under.
+		if ev.AmountFen, err = stripeInteger("data.object."+amountField, amount); err != nil {
+			return payment.Event{}, err
+		}
+		return ev, nil
+	}
 	if tradeNo == "" {
 		// Not one of our orders (a PaymentIntent made by a Checkout Session carries no metadata
 		// of ours; the session event applies that payment). Acknowledged and journalled: a
@@ -305,7 +313,7 @@ func stripeOtherFields(obj json.RawMessage) (id, tradeNo string) {
 		Metadata map[string]any `json:"metadata"`
 	}
 	_ = json.Unmarshal(obj, &o) // keeps whatever decoded
-	if s, _ := o.ID.(string); validStripeID(s, 255) {
+	if s, _ := o.ID.(string); validStripeID(s, 128) {
 		id = s
 	}
 	if s, _ := o.Metadata["trade_no"].(string); payment.ValidTradeNo(s) {

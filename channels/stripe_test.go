@@ -425,7 +425,7 @@ func TestStripeEvent(t *testing.T) {
 		"charge without payment_intent": {
 			body: charge(kv{"payment_intent", "null"}), want: want{payment.KindRefund, "T20240501-0001", ch, 8888, "CNY"},
 		},
-		"charge without trade_no":      {body: charge(kv{"metadata", `{}`}), want: want{payment.KindOther, "", pi, 0, ""}},
+		"charge without trade_no":      {body: charge(kv{"metadata", `{}`}), want: want{payment.KindRefund, "", pi, 8888, "CNY"}},
 		"charge amount_refunded float": {body: charge(kv{"amount_refunded", "1.0"}), wantErr: ErrMalformed},
 
 		"other: payment_intent.created": {

@@ -181,11 +181,29 @@ func (u *UnionPay) checkSignature(params map[string]string, now time.Time) error
 		return bad("certificate key too short")
 	}
 
-	digest := sha256.Sum256([]byte(unionPayDigestHex(params)))
-	if err := rsa.VerifyPKCS1v15(key, crypto.SHA256, digest[:], sig); err != nil {
-		return bad("signature does not match")
+	// UnionPay's SDKs sign every field, empty ones included; their demo receivers drop empty
+	// fields before verifying. Either string, signed by UnionPay's certificate, is UnionPay's
+	// word (an empty field means the same as an absent one to the mapper), so both are tried
+	// rather than refusing a genuine payment for a convention.
+	for _, withEmpty := range []bool{true, false} {
+		digest := sha256.Sum256([]byte(unionPayDigestHex(params, withEmpty)))
+		if rsa.VerifyPKCS1v15(key, crypto.SHA256, digest[:], sig) == nil {
+			return nil
+		}
+		if !hasEmptyValue(params) {
+			break // the second string would be the same
+		}
 	}
-	return nil
+	return bad("signature does not match")
+}
+
+func hasEmptyValue(params map[string]string) bool {
+	for _, v := range params {
+		if v == "" {
+			return true
+		}
+	}
+	return false
 }
 
 // parseUnionPayCert reads signPubKeyCert: exactly one PEM CERTIFICATE block. It returns a short
@@ -234,13 +252,13 @@ func unionPaySignerOf(cert *x509.Certificate) string {
 	return parts[2]
 }
 
-// unionPaySignedString is what UnionPay signs: every received parameter but signature (empty
-// values and signPubKeyCert included), sorted by key in byte order, as k=v joined by &, values
-// decoded. Built from the received map, so fields we do not know count too.
-func unionPaySignedString(params map[string]string) string {
+// unionPaySignedString is what UnionPay signs: every received parameter but signature
+// (signPubKeyCert included, empty values when withEmpty), sorted by key in byte order, as k=v
+// joined by &, values decoded. Built from the received map, so fields we do not know count too.
+func unionPaySignedString(params map[string]string, withEmpty bool) string {
 	keys := make([]string, 0, len(params))
-	for k := range params {
-		if k != "signature" {
+	for k, v := range params {
+		if k != "signature" && (withEmpty || v != "") {
 			keys = append(keys, k)
 		}
 	}
@@ -260,8 +278,8 @@ func unionPaySignedString(params map[string]string) string {
 
 // unionPayDigestHex is the first of ACP 5.1.0's two hashes: the lower-case hex SHA-256 of the
 // signed string. The RSA signature is over these 64 ASCII characters, hashed again.
-func unionPayDigestHex(params map[string]string) string {
-	sum := sha256.Sum256([]byte(unionPaySignedString(params)))
+func unionPayDigestHex(params map[string]string, withEmpty bool) string {
+	sum := sha256.Sum256([]byte(unionPaySignedString(params, withEmpty)))
 	return hex.EncodeToString(sum[:])
 }
 
@@ -311,13 +329,14 @@ func unionPayEvent(params map[string]string, body []byte) (payment.Event, error)
 		if respCode == "00" || respCode == "A6" { // A6: success with a defect; funds taken
 			ev.Kind = payment.KindPaid
 		}
-	case "04", "31": // refund, consume cancel (same-day void)
+	case "04", "31": // refund, consume cancel (same-day void): money back, never a close
 		ev.Kind = payment.KindRefund
-		if txnType == "31" {
-			ev.Kind = payment.KindClosed
+		if respCode != "00" {
+			ev.Kind = payment.KindOther // a refund or void that did not go through
 		}
-		// These carry the merchant's own refund or cancel orderId, not necessarily the
-		// trade_no; origQryId names the payment they undo, so the journal can find its order.
+		// These carry the merchant's own refund or cancel orderId, not necessarily our
+		// trade_no; origQryId names the payment they undo, and the journal looks its order up
+		// by that first.
 		if orig := params["origQryId"]; orig != "" && len(orig) <= 64 {
 			ev.ChannelTxnID = orig
 		}

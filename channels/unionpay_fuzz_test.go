@@ -66,7 +66,7 @@ func FuzzUnionPayEvent(f *testing.F) {
 		if err != nil {
 			return
 		}
-		_ = unionPaySignedString(params)
+		_ = unionPaySignedString(params, true)
 		ev, err := unionPayEvent(params, body)
 		switch {
 		case err != nil && !isSentinel(err):

@@ -271,3 +271,23 @@ func TestCrossChannelDuplicatePayment(t *testing.T) {
 		t.Fatalf("payment records = %d, want 2 (one per channel transaction)", n)
 	}
 }
+
+// A refund that carries an order number of its own (UnionPay's refund orderId, a Checkout
+// payment's charge without metadata) is journalled on the order its payment paid.
+func TestRefundFoundByThePaymentItUndoes(t *testing.T) {
+	h := newHarness(t, options{})
+	tn := h.seedOrder(1999)
+	const queryID = "123456789012345678901"
+	wantChannelReply(t, "unionpay", h.send("unionpay", simulate.Payment{TradeNo: tn, AmountFen: 1999, TxnID: queryID}), payment.ReplySuccess)
+	refund := simulate.Payment{TradeNo: "REFUND" + tn[len(tn)-10:], AmountFen: 1999, TxnID: queryID, Status: simulate.StatusRefund}
+	wantChannelReply(t, "unionpay", h.send("unionpay", refund), payment.ReplySuccess)
+	if n := h.count(`SELECT COUNT(*) FROM notify_journal WHERE trade_no = ? AND event = 'REFUND'`, tn); n != 1 {
+		t.Fatalf("refund journalled on the paid order %d times, want 1", n)
+	}
+	if h.order(tn).Status != "PAID" {
+		t.Fatal("a refund notice changed the order")
+	}
+	// A refund naming a payment we never applied is retried, not dropped.
+	unknown := simulate.Payment{TradeNo: "REFUNDX" + tn[len(tn)-10:], AmountFen: 1999, TxnID: "999999999999999999998", Status: simulate.StatusRefund}
+	wantChannelReply(t, "unionpay", h.send("unionpay", unknown), payment.ReplyRetry)
+}

@@ -133,7 +133,7 @@ func (a *Applier) checkAndLock(ctx context.Context, ev payment.Event, markers []
 		if ev.Kind == payment.KindOther {
 			found, err = a.guard.DoneAll(ctx, markers...)
 		} else {
-			found, lock, err = a.guard.CheckAndAcquire(ctx, "trade:"+ev.TradeNo, a.guardTTL, markers...)
+			found, lock, err = a.guard.CheckAndAcquire(ctx, guardName(ev), a.guardTTL, markers...)
 		}
 		switch {
 		case errors.Is(err, guard.ErrUnavailable):
@@ -172,6 +172,15 @@ func (a *Applier) repeated(ctx context.Context, ev payment.Event, markers []stri
 	}
 	a.done.add(markers...)
 	return nil
+}
+
+// guardName is the trade's guard; a refund that names only the payment it undoes is guarded by
+// that payment.
+func guardName(ev payment.Event) string {
+	if ev.TradeNo == "" {
+		return "txn:" + ev.Channel + ":" + ev.ChannelTxnID
+	}
+	return "trade:" + ev.TradeNo
 }
 
 func (a *Applier) stamp() time.Time { return a.now().UTC().Truncate(time.Millisecond) }
@@ -236,23 +245,27 @@ func (a *Applier) decide(ctx context.Context, tx *repository.Tx, ev payment.Even
 }
 
 // journalOnly is the outcome of an event that changes no payment state: journalled, provided
-// its order exists here, by trade_no or (a refund with an order number of its own) by the
-// payment it names; ev.TradeNo is then set to that order's. For an unknown order nothing is
-// written and the channel retries, as for a payment: the notification may have outrun the order,
-// or reached the wrong deployment.
+// its order exists here; ev.TradeNo is then that order's. A refund is looked up first by the
+// payment it undoes (every channel names it: Alipay's trade_no, WeChat's transaction_id,
+// Stripe's PaymentIntent, UnionPay's origQryId), because its own order number may be the
+// merchant's refund number; anything else by trade_no. For an unknown order nothing is written
+// and the channel retries, as for a payment: the notification may have outrun the order, or
+// reached the wrong deployment.
 func journalOnly(ctx context.Context, tx *repository.Tx, ev *payment.Event) (payment.Outcome, error) {
-	_, err := tx.LockOrder(ctx, ev.TradeNo)
-	if errors.Is(err, repository.ErrNotFound) && ev.ChannelTxnID != "" {
-		var o repository.Order
-		if o, err = tx.LockOrderByChannelTxn(ctx, ev.Channel, ev.ChannelTxnID); err == nil {
-			ev.TradeNo = o.TradeNo
-		}
+	var o repository.Order
+	err := repository.ErrNotFound
+	if ev.Kind == payment.KindRefund && ev.ChannelTxnID != "" {
+		o, err = tx.LockOrderByChannelTxn(ctx, ev.Channel, ev.ChannelTxnID)
+	}
+	if errors.Is(err, repository.ErrNotFound) && ev.TradeNo != "" {
+		o, err = tx.LockOrder(ctx, ev.TradeNo)
 	}
 	if errors.Is(err, repository.ErrNotFound) {
 		return payment.OutcomeUnknownOrder, errUnknownOrder
 	} else if err != nil {
 		return "", err
 	}
+	ev.TradeNo = o.TradeNo
 	return payment.OutcomeJournalled, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"time"
+	"unicode/utf8"
 
 	"github.com/paygw/paygw/payment"
 )
@@ -58,7 +59,7 @@ func journal(ctx context.Context, x execer, ev payment.Event, outcome payment.Ou
 		channel_status, amount_fen, currency, raw_body, outcome, received_time)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE id = id`
 	_, err := x.ExecContext(ctx, q, ev.Channel, ev.NotifyID, ev.TradeNo, ev.ChannelTxnID, string(ev.Kind),
-		ev.Status, ev.AmountFen, ev.Currency, ev.Raw, string(outcome), received)
+		clip(ev.Status, 64), ev.AmountFen, ev.Currency, ev.Raw, string(outcome), received)
 	return err
 }
 
@@ -98,4 +99,16 @@ func (db *DB) Anomalies(ctx context.Context, tradeNo string) ([]Anomaly, error) 
 	rows := []Anomaly{}
 	err := db.x.SelectContext(ctx, &rows, q, tradeNo)
 	return rows, err
+}
+
+// clip cuts an informational field to its column's width (channel_status is VARCHAR(64)): a long
+// channel status word must not make a verified notification fail to journal, forever.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
