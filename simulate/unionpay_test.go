@@ -79,7 +79,7 @@ func TestUnionPaySignerAgainstVerifier(t *testing.T) {
 		"paid":    {simulate.Payment{TradeNo: "T1", AmountFen: 8888, Time: now}, payment.KindPaid, 8888},
 		"pending": {simulate.Payment{TradeNo: "T1", AmountFen: 8888, Time: now, Status: simulate.StatusPending}, payment.KindPending, 8888},
 		"refund":  {simulate.Payment{TradeNo: "T1", AmountFen: 8888, Time: now, Status: simulate.StatusRefund, RefundFen: 100}, payment.KindRefund, 100},
-		"closed":  {simulate.Payment{TradeNo: "T1", AmountFen: 8888, Time: now, Status: simulate.StatusClosed}, payment.KindClosed, 8888},
+		"closed":  {simulate.Payment{TradeNo: "T1", AmountFen: 8888, Time: now, Status: simulate.StatusClosed}, payment.KindRefund, 8888}, // a void (31): money back,
 		"USD":     {simulate.Payment{TradeNo: "T-2_x", AmountFen: 1, Time: now, Currency: "USD"}, payment.KindPaid, 1},
 	}
 	for name, tc := range tests {
