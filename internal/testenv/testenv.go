@@ -100,9 +100,18 @@ func Open(tb testing.TB, dsn string) *repository.DB {
 	return db
 }
 
+// quietRedis routes go-redis's own messages (a dial failure per call to a dead Redis) away from
+// the test output once; the guard's own warning says what matters.
+var quietRedis sync.Once
+
+func quietRedisLogs() {
+	quietRedis.Do(func() { redis.SetLogger(guard.LibraryLogger(zerolog.Nop())) })
+}
+
 // Guard returns a guard on the test Redis whose keys carry a prefix of this test's own.
 func Guard(tb testing.TB) *guard.Guard {
 	tb.Helper()
+	quietRedisLogs()
 	rdb := redis.NewClient(&redis.Options{Addr: RedisAddr()})
 	defer rdb.Close()
 	if err := rdb.Ping(context.Background()).Err(); err != nil {
@@ -118,6 +127,7 @@ func Guard(tb testing.TB) *guard.Guard {
 // DeadGuard returns a guard pointed at a port where no Redis listens: Redis "down".
 func DeadGuard(tb testing.TB) *guard.Guard {
 	tb.Helper()
+	quietRedisLogs()
 	g := guard.New(guard.Options{Addr: "127.0.0.1:1"}, Logger(tb))
 	tb.Cleanup(func() { _ = g.Close() })
 	return g
