@@ -178,6 +178,14 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 		return err
 	}
 	defer db.Close()
+	if list, err := db.MigrationStatus(ctx); err == nil {
+		for _, m := range list {
+			if m.State != "applied" {
+				log.Warn().Int64("migration", m.Source.Version).Msg("database not migrated: run `paygw migrate`; notifications are answered retry until then")
+				break
+			}
+		}
+	}
 	redis.SetLogger(guard.LibraryLogger(log))
 	g := guard.New(guard.Options{Addr: cfg.Redis.Addr, Password: cfg.Redis.Password, DB: cfg.Redis.DB}, log)
 	defer g.Close()
