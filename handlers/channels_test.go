@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -251,15 +250,10 @@ func TestCrossChannelDuplicatePayment(t *testing.T) {
 	h := newHarness(t, options{})
 	tn := h.seedOrder(1999)
 	wantChannelReply(t, "alipay", h.send("alipay", simulate.Payment{TradeNo: tn, AmountFen: 1999}), payment.ReplySuccess)
-	var wg sync.WaitGroup
-	for range 2 { // WeChat sends twice; both are answered success, one anomaly
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			wantChannelReply(t, "wechatpay", h.send("wechatpay", simulate.Payment{TradeNo: tn, AmountFen: 1999}), payment.ReplySuccess)
-		}()
+	// WeChat sends twice at once; both are answered success, one anomaly.
+	for _, r := range together(2, func() response { return h.send("wechatpay", simulate.Payment{TradeNo: tn, AmountFen: 1999}) }) {
+		wantChannelReply(t, "wechatpay", r, payment.ReplySuccess)
 	}
-	wg.Wait()
 	o := h.order(tn)
 	if o.Status != "PAID" || *o.Channel != "alipay" {
 		t.Fatalf("order = %+v, want PAID by alipay", o)

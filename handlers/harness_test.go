@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -215,4 +216,23 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 func alipayPayment(tradeNo string, fen int64) simulate.AlipayPayment {
 	return simulate.AlipayPayment{TradeNo: tradeNo, AmountFen: fen}
+}
+
+// together runs n calls of fn at once (released at the same instant) and returns their
+// responses in order: concurrent duplicates, as channels and retrying clients send them.
+func together(n int, fn func() response) []response {
+	replies := make([]response, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			replies[i] = fn()
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return replies
 }

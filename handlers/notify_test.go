@@ -3,7 +3,6 @@ package handlers
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -280,20 +279,7 @@ func TestAlipayConcurrentStorm(t *testing.T) {
 			h := newHarness(t, options{redisDown: redisDown, twinWait: 5 * time.Second})
 			tn := h.seedOrder(1999)
 			body := alipayBody(t, simulate.AlipayPayment{TradeNo: tn, AmountFen: 1999})
-			const n = 50
-			replies := make([]response, n)
-			var wg sync.WaitGroup
-			start := make(chan struct{})
-			for i := range n {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					<-start
-					replies[i] = h.post("/notify/alipay", body)
-				}()
-			}
-			close(start)
-			wg.Wait()
+			replies := together(50, func() response { return h.post("/notify/alipay", body) })
 			for i, r := range replies {
 				if r.code != 200 || r.body != alipaySuccess {
 					t.Fatalf("reply %d = %d %q", i, r.code, r.body)

@@ -3,7 +3,6 @@ package handlers
 import (
 	"encoding/json"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -145,20 +144,7 @@ func TestCreateOrderConcurrentSameKey(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t, options{redisDown: redisDown})
 			h.putStock("A-100", 100, 1999)
-			const n = 50
-			replies := make([]response, n)
-			var wg sync.WaitGroup
-			start := make(chan struct{})
-			for i := range n {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					<-start
-					replies[i] = h.create(testToken, "storm", orderBody)
-				}()
-			}
-			close(start)
-			wg.Wait()
+			replies := together(50, func() response { return h.create(testToken, "storm", orderBody) })
 			var created string
 			for i, r := range replies {
 				switch r.code {

@@ -104,28 +104,19 @@ func (c *client) send(ctx context.Context, url string, m message) bool {
 // run sends msgs (each once, in order of the list) with c.concurrency requests in flight.
 func (c *client) run(ctx context.Context, url string, msgs []message) result {
 	lat := make([]time.Duration, len(msgs))
-	var next atomic.Int64
 	var errs atomic.Int64
-	var wg sync.WaitGroup
 	start := time.Now()
-	for w := 0; w < c.concurrency; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(msgs) || ctx.Err() != nil {
-					return
-				}
-				t := time.Now()
-				if !c.send(ctx, url, msgs[i]) {
-					errs.Add(1)
-				}
-				lat[i] = time.Since(t)
-			}
-		}()
-	}
-	wg.Wait()
+	_ = parallel(len(msgs), c.concurrency, func(i int) error { // only ctx ends it early
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		t := time.Now()
+		if !c.send(ctx, url, msgs[i]) {
+			errs.Add(1)
+		}
+		lat[i] = time.Since(t)
+		return nil
+	})
 	return summarize(lat, int(errs.Load()), time.Since(start))
 }
 
@@ -133,37 +124,22 @@ func (c *client) run(ctx context.Context, url string, msgs []message) result {
 // c.concurrency/copies messages in flight, so c.concurrency requests are in flight in all.
 func (c *client) runTwins(ctx context.Context, url string, msgs []message, copies int) result {
 	lat := make([]time.Duration, len(msgs)*copies)
-	var next atomic.Int64
 	var errs atomic.Int64
-	var wg sync.WaitGroup
-	groups := max(1, c.concurrency/copies)
 	start := time.Now()
-	for w := 0; w < groups; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(msgs) || ctx.Err() != nil {
-					return
-				}
-				var twins sync.WaitGroup
-				for k := 0; k < copies; k++ {
-					twins.Add(1)
-					go func(slot int) {
-						defer twins.Done()
-						t := time.Now()
-						if !c.send(ctx, url, msgs[i]) {
-							errs.Add(1)
-						}
-						lat[slot] = time.Since(t)
-					}(i*copies + k)
-				}
-				twins.Wait()
+	_ = parallel(len(msgs), max(1, c.concurrency/copies), func(i int) error { // only ctx ends it early
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		_ = parallel(copies, copies, func(k int) error {
+			t := time.Now()
+			if !c.send(ctx, url, msgs[i]) {
+				errs.Add(1)
 			}
-		}()
-	}
-	wg.Wait()
+			lat[i*copies+k] = time.Since(t)
+			return nil
+		})
+		return nil
+	})
 	return summarize(lat, int(errs.Load()), time.Since(start))
 }
 
