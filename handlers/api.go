@@ -7,14 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/paygw/paygw/notify"
+	"github.com/paygw/paygw/apply"
 	"github.com/paygw/paygw/orders"
 	"github.com/paygw/paygw/payment"
-	"github.com/paygw/paygw/repository"
 )
 
 var errBadStock = errors.New("invalid stock")
@@ -40,14 +38,22 @@ func (s *Server) putStock(c echo.Context) error {
 	if in.Num == nil || *in.Num < 0 || *in.Num > 1e9 || in.PriceFen == nil || *in.PriceFen < 0 || *in.PriceFen > 1e12 {
 		return fmt.Errorf("%w: num (at most 1e9) and price_fen (at most 1e12) must be given as non-negative integers", errBadStock)
 	}
-	st := repository.Stock{SKU: sku, Num: *in.Num, PriceFen: *in.PriceFen}
+	st := payment.Stock{SKU: sku, Num: *in.Num, PriceFen: *in.PriceFen}
 	if err := s.db.PutStock(c.Request().Context(), st); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, st)
+	return c.JSON(http.StatusOK, stockView{SKU: st.SKU, Num: st.Num, PriceFen: st.PriceFen})
 }
 
-// createOrder is the field report's idempotent create.
+// stockView is a stock row as PUT /v1/stock/{sku} echoes it.
+type stockView struct {
+	SKU      string `json:"sku"`
+	Num      int    `json:"num"`
+	PriceFen int64  `json:"price_fen"`
+}
+
+// createOrder is the idempotent create: Idempotency-Key, request hash, the original result
+// replayed.
 func (s *Server) createOrder(c echo.Context) error {
 	req := orders.Request{Scope: c.Get(clientKey).(string)}
 	if s.orders.Enabled() {
@@ -68,7 +74,7 @@ func (s *Server) createOrder(c echo.Context) error {
 		return err
 	}
 	req.Hash = orders.RequestHash(http.MethodPost, "/v1/orders", canonical)
-	ctx, cancel := context.WithTimeout(c.Request().Context(), notify.ApplyTimeout)
+	ctx, cancel := context.WithTimeout(c.Request().Context(), apply.ApplyTimeout)
 	defer cancel()
 	res, err := s.orders.Create(ctx, req)
 	if err != nil {
@@ -107,35 +113,12 @@ func validKey(k string) bool {
 	return true
 }
 
-type notificationView struct {
-	Channel      string    `json:"channel"`
-	NotifyID     string    `json:"notify_id"`
-	ChannelTxnID string    `json:"channel_txn_id"`
-	Event        string    `json:"event"`
-	Status       string    `json:"channel_status"`
-	Outcome      string    `json:"outcome"`
-	AmountFen    int64     `json:"amount_fen"`
-	Currency     string    `json:"currency"`
-	ReceivedAt   time.Time `json:"received_at"`
-}
-
-type anomalyView struct {
-	Kind              string    `json:"kind"`
-	Channel           string    `json:"channel"`
-	ChannelTxnID      string    `json:"channel_txn_id"`
-	AmountFen         int64     `json:"amount_fen"`
-	ExpectedAmountFen *int64    `json:"expected_amount_fen,omitempty"`
-	Currency          string    `json:"currency"`
-	Detail            string    `json:"detail"`
-	CreatedAt         time.Time `json:"created_at"`
-}
-
-// getPayment is the query-callback-status API: the order, what each channel told us, and what
-// needs a person.
+// getPayment is the query-callback-status API: the order, what each channel told us, the
+// refunds counted against it, and what needs a person.
 func (s *Server) getPayment(c echo.Context) error {
 	tradeNo := c.Param("trade_no")
 	if !payment.ValidTradeNo(tradeNo) {
-		return repository.ErrNotFound
+		return payment.ErrNotFound
 	}
 	ctx := c.Request().Context()
 	o, err := s.db.GetOrder(ctx, tradeNo)
@@ -146,27 +129,13 @@ func (s *Server) getPayment(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	rs, err := s.db.Refunds(ctx, tradeNo)
+	if err != nil {
+		return err
+	}
 	as, err := s.db.Anomalies(ctx, tradeNo)
 	if err != nil {
 		return err
 	}
-	out := struct {
-		Order         orders.View        `json:"order"`
-		Notifications []notificationView `json:"notifications"`
-		Anomalies     []anomalyView      `json:"anomalies"`
-	}{Order: orders.ViewOf(o), Notifications: []notificationView{}, Anomalies: []anomalyView{}}
-	for _, n := range ns {
-		out.Notifications = append(out.Notifications, notificationView{
-			Channel: n.Channel, NotifyID: n.NotifyID, ChannelTxnID: n.ChannelTxnID, Event: n.Event,
-			Status: n.ChannelStatus, Outcome: n.Outcome, AmountFen: n.AmountFen, Currency: n.Currency,
-			ReceivedAt: n.ReceivedTime,
-		})
-	}
-	for _, a := range as {
-		out.Anomalies = append(out.Anomalies, anomalyView{
-			Kind: a.Kind, Channel: a.Channel, ChannelTxnID: a.ChannelTxnID, AmountFen: a.AmountFen,
-			ExpectedAmountFen: a.ExpectedAmountFen, Currency: a.Currency, Detail: a.Detail, CreatedAt: a.CreatedTime,
-		})
-	}
-	return c.JSON(http.StatusOK, out)
+	return c.JSON(http.StatusOK, paymentViewOf(o, ns, rs, as))
 }

@@ -111,7 +111,7 @@ func TestOutcomeTableEveryChannel(t *testing.T) {
 				}
 				wantChannelReply(t, ch, h.send(ch, p), payment.ReplySuccess) // re-signed later delivery
 				o := h.order(tn)
-				if o.Status != "PAID" || *o.Channel != ch {
+				if o.Status != "PAID" || o.Channel != ch {
 					t.Fatalf("order = %+v", o)
 				}
 				if rec, j, a := h.rows(tn); rec != 1 || j != 1 || a != 0 {
@@ -255,7 +255,7 @@ func TestCrossChannelDuplicatePayment(t *testing.T) {
 		wantChannelReply(t, "wechatpay", r, payment.ReplySuccess)
 	}
 	o := h.order(tn)
-	if o.Status != "PAID" || *o.Channel != "alipay" {
+	if o.Status != "PAID" || o.Channel != "alipay" {
 		t.Fatalf("order = %+v, want PAID by alipay", o)
 	}
 	if n := h.count(`SELECT COUNT(*) FROM anomaly WHERE trade_no = ? AND kind = 'DUPLICATE_PAYMENT' AND channel = 'wechatpay'`, tn); n != 1 {

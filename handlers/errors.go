@@ -9,7 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/paygw/paygw/orders"
-	"github.com/paygw/paygw/repository"
+	"github.com/paygw/paygw/payment"
 )
 
 var (
@@ -20,39 +20,69 @@ var (
 	errBadKey       = errors.New("idempotency key must be 1-128 printable ASCII characters")
 )
 
+// problem is an RFC 9457 problem document. Type names the situation, one URI each (listed in
+// the README), so a client can branch on it alone.
+type problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// The problem types. Each is one situation a client may act on differently.
+const (
+	typePrefix       = "urn:paygw:problem:"
+	typeInvalid      = typePrefix + "invalid-request"        // 400: fix the request
+	typeUnauthorized = typePrefix + "unauthorized"           // 401: send a valid bearer token
+	typeNotFound     = typePrefix + "not-found"              // 404: no such order
+	typeUnknownSKU   = typePrefix + "unknown-sku"            // 404: stored and replayed for the key
+	typeBodyTimeout  = typePrefix + "body-timeout"           // 408: the body did not arrive whole
+	typeInFlight     = typePrefix + "in-flight"              // 409 + Retry-After: ask again
+	typeOutOfStock   = typePrefix + "out-of-stock"           // 409: stored and replayed for the key
+	typeKeyUsed      = typePrefix + "idempotency-key-used"   // 409: return_original_result is off
+	typeTooLarge     = typePrefix + "body-too-large"         // 413
+	typeKeyReused    = typePrefix + "idempotency-key-reused" // 422: same key, another payload
+	typeUnavailable  = typePrefix + "unavailable"            // 503: our fault; retry with the same key
+)
+
 // problemOf is the one table from errors to HTTP answers.
-func problemOf(err error) orders.Problem {
+func problemOf(err error) problem {
 	var done *orders.Done
 	var he *echo.HTTPError
 	switch {
 	case errors.Is(err, errTooLarge):
-		return problem(http.StatusRequestEntityTooLarge, "body too large", err)
+		return newProblem(typeTooLarge, http.StatusRequestEntityTooLarge, "body too large", err)
 	case errors.Is(err, errBadBody):
-		return problem(http.StatusRequestTimeout, "body not received", err)
+		return newProblem(typeBodyTimeout, http.StatusRequestTimeout, "body not received", err)
 	case errors.Is(err, orders.ErrBadJSON), errors.Is(err, orders.ErrInvalid),
 		errors.Is(err, errNoKey), errors.Is(err, errBadKey), errors.Is(err, errBadStock):
-		return problem(http.StatusBadRequest, "invalid request", err)
+		return newProblem(typeInvalid, http.StatusBadRequest, "invalid request", err)
 	case errors.Is(err, errUnauthorized):
-		return problem(http.StatusUnauthorized, "unauthorized", err)
-	case errors.Is(err, repository.ErrNotFound):
-		return problem(http.StatusNotFound, "not found", err)
-	case errors.Is(err, orders.ErrInFlight):
-		return problem(http.StatusConflict, "request in progress", err)
+		return newProblem(typeUnauthorized, http.StatusUnauthorized, "unauthorized", err)
+	case errors.Is(err, orders.ErrUnknownSKU):
+		return newProblem(typeUnknownSKU, http.StatusNotFound, "unknown sku", err)
+	case errors.Is(err, payment.ErrNotFound):
+		return newProblem(typeNotFound, http.StatusNotFound, "not found", err)
+	case errors.Is(err, payment.ErrOutOfStock):
+		return newProblem(typeOutOfStock, http.StatusConflict, "out of stock", err)
+	case errors.Is(err, payment.ErrInFlight):
+		return newProblem(typeInFlight, http.StatusConflict, "request in progress", err)
 	case errors.As(err, &done):
-		return problem(http.StatusConflict, "idempotency key already used", err)
+		return newProblem(typeKeyUsed, http.StatusConflict, "idempotency key already used", err)
 	case errors.Is(err, orders.ErrKeyReused):
-		return problem(http.StatusUnprocessableEntity, "idempotency key reused", err)
+		return newProblem(typeKeyReused, http.StatusUnprocessableEntity, "idempotency key reused", err)
 	case errors.As(err, &he):
-		return orders.Problem{Type: "about:blank", Title: http.StatusText(he.Code), Status: he.Code, Detail: fmt.Sprint(he.Message)}
+		// echo's own answers (no such route, method not allowed): the status says it all.
+		return problem{Type: "about:blank", Title: http.StatusText(he.Code), Status: he.Code, Detail: fmt.Sprint(he.Message)}
 	default:
 		// Our own failure: never a 4xx, and never the internal error text.
-		return orders.Problem{Type: "about:blank", Title: "service unavailable", Status: http.StatusServiceUnavailable,
+		return problem{Type: typeUnavailable, Title: "service unavailable", Status: http.StatusServiceUnavailable,
 			Detail: "paygw could not finish the request; retry later"}
 	}
 }
 
-func problem(status int, title string, err error) orders.Problem {
-	return orders.Problem{Type: "about:blank", Title: title, Status: status, Detail: err.Error()}
+func newProblem(typ string, status int, title string, err error) problem {
+	return problem{Type: typ, Title: title, Status: status, Detail: err.Error()}
 }
 
 func (s *Server) handleError(err error, c echo.Context) {
@@ -65,13 +95,13 @@ func (s *Server) handleError(err error, c echo.Context) {
 		ev = s.log.Error()
 	}
 	ev.Err(err).Str("method", c.Request().Method).Str("path", c.Path()).Int("status", p.Status).Msg("request refused")
-	if errors.Is(err, orders.ErrInFlight) {
+	if p.Type == typeInFlight {
 		c.Response().Header().Set("Retry-After", strconv.Itoa(int(orders.RetryAfter.Seconds())))
 	}
 	_ = writeProblem(c, p)
 }
 
-func writeProblem(c echo.Context, p orders.Problem) error {
+func writeProblem(c echo.Context, p problem) error {
 	c.Response().Header().Set(echo.HeaderContentType, "application/problem+json")
 	return c.JSON(p.Status, p)
 }

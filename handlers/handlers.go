@@ -20,7 +20,7 @@ import (
 	"github.com/paygw/paygw/repository"
 )
 
-// Applier applies a verified event exactly once (notify.Applier).
+// Applier applies a verified event exactly once (apply.Applier).
 type Applier interface {
 	Apply(ctx context.Context, ev payment.Event) (payment.Outcome, error)
 }
@@ -109,11 +109,11 @@ func (s *Server) readBody(c echo.Context) ([]byte, error) {
 func (s *Server) getOrder(c echo.Context) error {
 	tradeNo := c.Param("trade_no")
 	if !payment.ValidTradeNo(tradeNo) {
-		return repository.ErrNotFound
+		return payment.ErrNotFound
 	}
 	o, err := s.db.GetOrder(c.Request().Context(), tradeNo)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, orders.ViewOf(o))
+	return c.JSON(http.StatusOK, viewOf(o))
 }

@@ -14,10 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paygw/paygw/apply"
 	"github.com/paygw/paygw/guard"
 	"github.com/paygw/paygw/internal/testenv"
-	"github.com/paygw/paygw/notify"
 	"github.com/paygw/paygw/orders"
+	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/repository"
 	"github.com/paygw/paygw/simulate"
 )
@@ -45,7 +46,7 @@ type harness struct {
 	dsn     string
 	db      *repository.DB
 	guard   *guard.Guard
-	applier *notify.Applier
+	applier *apply.Applier
 	url     string
 	handler http.Handler // what url serves, for tests that need a server of their own
 }
@@ -77,13 +78,13 @@ func newHarness(t *testing.T, o options) *harness {
 		h.guard = testenv.Guard(t)
 	}
 	log := testenv.Logger(t)
-	h.applier = notify.New(h.db, h.guard, 5*time.Second, log)
+	h.applier = apply.New(h.db, h.guard, 5*time.Second, log)
 	if o.twinWait != 0 {
 		h.applier.TwinWait = o.twinWait
 	}
 	svc := orders.New(h.db, h.guard, orders.Config{
 		Enabled: !o.idemDisabled, RedisTTL: 5 * time.Second, ReturnOriginalResult: !o.noOriginal,
-	}, log)
+	}, RenderCreate, log)
 	limit := o.bodyLimit
 	if limit == 0 {
 		limit = 1 << 20
@@ -143,10 +144,10 @@ func (h *harness) seedOrder(amount int64) string {
 	h.t.Helper()
 	tradeNo := orders.NewTradeNo(time.Now())
 	err := h.db.InTx(context.Background(), func(tx *repository.Tx) error {
-		return tx.InsertOrder(context.Background(), repository.Order{
+		return tx.InsertOrder(context.Background(), payment.Order{
 			TradeNo: tradeNo, UserID: 1, SKU: "SEED", Num: 1, AmountFen: amount, Currency: "CNY",
 			CreateTime: time.Now().UTC().Truncate(time.Millisecond),
-		}, "", "")
+		}, "", "", "")
 	})
 	if err != nil {
 		h.t.Fatal(err)
@@ -203,7 +204,7 @@ func (h *harness) exec(query string, args ...any) {
 	testenv.Exec(h.t, h.dsn, query, args...)
 }
 
-func (h *harness) order(tradeNo string) repository.Order {
+func (h *harness) order(tradeNo string) payment.Order {
 	h.t.Helper()
 	o, err := h.db.GetOrder(context.Background(), tradeNo)
 	if err != nil {

@@ -9,8 +9,8 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/rs/zerolog"
 
+	"github.com/paygw/paygw/apply"
 	"github.com/paygw/paygw/channels"
-	"github.com/paygw/paygw/notify"
 	"github.com/paygw/paygw/payment"
 )
 
@@ -37,7 +37,7 @@ func (s *Server) notify(ch channels.Channel) echo.HandlerFunc {
 			s.logNotification(zerolog.WarnLevel, ch, nil, "REFUSED", start, err)
 			return writeReply(c, 0, ch.Reply(payment.ReplyRefuse))
 		}
-		ctx, cancel := context.WithTimeout(c.Request().Context(), notify.ApplyTimeout)
+		ctx, cancel := context.WithTimeout(c.Request().Context(), apply.ApplyTimeout)
 		defer cancel()
 		outcome, err := s.applier.Apply(ctx, ev)
 		if err != nil {

@@ -38,7 +38,7 @@ func TestAlipayFirstPaymentThenRepeats(t *testing.T) {
 
 	wantReply(t, h.post("/notify/alipay", body), 200, alipaySuccess)
 	o := h.order(tradeNo)
-	if o.Status != "PAID" || *o.Channel != "alipay" || *o.ChannelTxnID != "2026"+tradeNo || o.PaidTime == nil {
+	if o.Status != "PAID" || o.Channel != "alipay" || o.ChannelTxnID != "2026"+tradeNo || o.PaidTime == nil {
 		t.Fatalf("order after payment = %+v", o)
 	}
 	firstUpdate := o.UpdateTime

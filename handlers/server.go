@@ -16,7 +16,7 @@ type Timeouts struct {
 }
 
 // DefaultTimeouts are paygw's production timeouts: Write leaves room for the longest apply
-// (notify.ApplyTimeout) after a body read within Read.
+// (apply.ApplyTimeout) after a body read within Read.
 func DefaultTimeouts() Timeouts {
 	return Timeouts{ReadHeader: 5 * time.Second, Read: 15 * time.Second, Write: 30 * time.Second, Idle: 90 * time.Second}
 }

@@ -1,6 +1,7 @@
 // Package orders is the order service's idempotent create: a key claims an idempotent_record,
 // the business writes and the record's final result commit together, and every repeat of the key
-// gets the original result back.
+// gets the original result back. It speaks no HTTP: the caller's Render turns a result into the
+// bytes stored and replayed, and errors are sentinels the caller maps.
 package orders
 
 import (
@@ -17,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paygw/paygw/guard"
+	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/repository"
 )
 
@@ -24,9 +26,12 @@ var (
 	// ErrInvalid: the request is not a valid order; nothing was stored.
 	ErrInvalid = errors.New("invalid order request")
 	// ErrInFlight: a request with this key is being processed now; retry after RetryAfter.
-	ErrInFlight = errors.New("a request with this idempotency key is in progress")
+	ErrInFlight = fmt.Errorf("%w: a request with this idempotency key is in progress", payment.ErrInFlight)
 	// ErrKeyReused: the key was first used with a different request.
 	ErrKeyReused = errors.New("idempotency key reused with a different request")
+	// ErrUnknownSKU: the order names a SKU with no stock row. Like payment.ErrOutOfStock it is a
+	// final answer, rendered, stored and replayed.
+	ErrUnknownSKU = errors.New("unknown sku")
 )
 
 // Done is returned (wrapped) when return_original_result is false and the key already has a
@@ -40,8 +45,13 @@ func (d *Done) Error() string {
 	return "idempotency key already used for order " + d.TradeNo
 }
 
-// RetryAfter is what a 409 for an in-flight key suggests.
+// RetryAfter is how long a client should wait before asking again about an in-flight key.
 const RetryAfter = time.Second
+
+// Render turns a create's business result into what its client gets and what every repeat of its
+// key is replayed: the order made, or a refusal that is final (payment.ErrOutOfStock,
+// ErrUnknownSKU, wrapped with a detail). code is stored with body in idempotent_record.
+type Render func(o *payment.Order, refusal error) (code int, body []byte)
 
 // Config is the part of idempotency.* the service reads.
 type Config struct {
@@ -52,11 +62,12 @@ type Config struct {
 
 // Service creates orders.
 type Service struct {
-	db    *repository.DB
-	guard *guard.Guard
-	cfg   Config
-	log   zerolog.Logger
-	now   func() time.Time
+	db     *repository.DB
+	guard  *guard.Guard
+	cfg    Config
+	render Render
+	log    zerolog.Logger
+	now    func() time.Time
 
 	// Crash points for tests: afterClaim runs between the committed claim and the business
 	// transaction, beforeCommit inside the transaction after its last statement. A crash at
@@ -64,8 +75,8 @@ type Service struct {
 	afterClaim, beforeCommit func()
 }
 
-func New(db *repository.DB, g *guard.Guard, cfg Config, log zerolog.Logger) *Service {
-	return &Service{db: db, guard: g, cfg: cfg, log: log, now: time.Now}
+func New(db *repository.DB, g *guard.Guard, cfg Config, render Render, log zerolog.Logger) *Service {
+	return &Service{db: db, guard: g, cfg: cfg, render: render, log: log, now: time.Now}
 }
 
 // Request is a create-order call as the HTTP layer hands it over.
@@ -110,7 +121,7 @@ func ParseNewOrder(canonical []byte) (NewOrder, error) {
 	return o, nil
 }
 
-// Result is an HTTP answer: fresh, or the stored one replayed.
+// Result is what Render made of a create: fresh, or the stored one replayed.
 type Result struct {
 	Code     int
 	Body     []byte
@@ -142,7 +153,7 @@ func (s *Service) Create(ctx context.Context, r Request) (Result, error) {
 		// The sweeper failed our claim and a retry took it over. Ours rolled back: the
 		// client's next try gets the new owner's result.
 		return Result{}, ErrInFlight
-	case errors.Is(err, repository.ErrDuplicate):
+	case errors.Is(err, payment.ErrConflict):
 		return s.adoptOrder(ctx, r, c)
 	case err != nil:
 		// Our own failure is not final: free the key for a retry now rather than after the sweep.
@@ -155,10 +166,11 @@ func (s *Service) Create(ctx context.Context, r Request) (Result, error) {
 
 // adoptOrder answers a claim whose order insert hit uk_order_idem: the key's order exists, made
 // by a request that took the claim over while we were slow, or before its record was lost (a
-// retention purge). Its stock was taken then; ours rolled back. The existing order becomes this
-// claim's result, so the key is never stuck answering 409.
+// retention purge). Its stock was taken then; ours rolled back. The existing order becomes the
+// record's result, so the key is never stuck answering 409; this request gets it as any repeat
+// would, unless the order was made from another body (422, never someone else's order).
 func (s *Service) adoptOrder(ctx context.Context, r Request, c claim) (Result, error) {
-	o, err := s.db.OrderByIdemKey(ctx, r.Scope, r.Key)
+	o, hash, err := s.db.OrderByIdemKey(ctx, r.Scope, r.Key)
 	if err != nil {
 		// Not the key's order: a trade_no collision, our own failure. Free the key for a retry.
 		if ferr := s.db.FailClaim(context.WithoutCancel(ctx), c.id, c.token); ferr != nil {
@@ -166,18 +178,25 @@ func (s *Service) adoptOrder(ctx context.Context, r Request, c claim) (Result, e
 		}
 		return Result{}, fmt.Errorf("order insert collided: %w", err)
 	}
-	body, err := json.Marshal(ViewOf(o))
-	if err != nil {
-		return Result{}, err
-	}
-	err = s.db.InTx(ctx, func(tx *repository.Tx) error { return tx.CompleteRecord(ctx, c.id, c.token, 201, body) })
-	if errors.Is(err, repository.ErrFenced) {
+	code, body := s.render(&o, nil)
+	reused := hash != "" && hash != r.Hash // "": an order from before request hashes were kept
+	err = s.db.InTx(ctx, func(tx *repository.Tx) error {
+		if reused {
+			return tx.CompleteRecordAs(ctx, c.id, c.token, hash, code, body)
+		}
+		return tx.CompleteRecord(ctx, c.id, c.token, code, body)
+	})
+	switch {
+	case errors.Is(err, repository.ErrFenced):
 		return Result{}, ErrInFlight
-	}
-	if err != nil {
+	case err != nil:
 		return Result{}, err
+	case reused:
+		return Result{}, ErrKeyReused
+	case !s.cfg.ReturnOriginalResult:
+		return Result{}, &Done{TradeNo: o.TradeNo}
 	}
-	return Result{Code: 201, Body: body, Replayed: true}, nil
+	return Result{Code: code, Body: body, Replayed: true}, nil
 }
 
 type claim struct {
@@ -194,11 +213,11 @@ func (s *Service) claim(ctx context.Context, r Request) (claim, *Result, error) 
 		if err == nil {
 			return claim{id, token}, nil, nil
 		}
-		if !errors.Is(err, repository.ErrDuplicate) {
+		if !errors.Is(err, payment.ErrConflict) {
 			return claim{}, nil, err
 		}
 		rec, err := s.db.GetRecord(ctx, repository.BizOrderCreate, r.Scope, r.Key)
-		if errors.Is(err, repository.ErrNotFound) {
+		if errors.Is(err, payment.ErrNotFound) {
 			continue // taken and gone between our two statements: try again
 		} else if err != nil {
 			return claim{}, nil, err
@@ -208,7 +227,7 @@ func (s *Service) claim(ctx context.Context, r Request) (claim, *Result, error) 
 		}
 		switch rec.Status {
 		case repository.StatusSuccess:
-			res, err := s.replay(rec)
+			res, err := s.replay(ctx, r, rec)
 			return claim{}, res, err
 		case repository.StatusProcessing:
 			return claim{}, nil, ErrInFlight
@@ -224,20 +243,21 @@ func (s *Service) claim(ctx context.Context, r Request) (claim, *Result, error) 
 	return claim{}, nil, ErrInFlight
 }
 
-func (s *Service) replay(rec repository.Record) (*Result, error) {
-	body := []byte(derefString(rec.ResultJSON))
+// replay answers a repeat of a key with a final result: the stored result, or with
+// return_original_result off, *Done naming the key's order if it made one.
+func (s *Service) replay(ctx context.Context, r Request, rec repository.Record) (*Result, error) {
 	if !s.cfg.ReturnOriginalResult {
-		var v struct {
-			TradeNo string `json:"trade_no"`
+		o, _, err := s.db.OrderByIdemKey(ctx, r.Scope, r.Key)
+		if err != nil && !errors.Is(err, payment.ErrNotFound) { // a stored refusal made no order
+			return nil, err
 		}
-		_ = json.Unmarshal(body, &v) // a stored business refusal names no order
-		return nil, &Done{TradeNo: v.TradeNo}
+		return nil, &Done{TradeNo: o.TradeNo}
 	}
 	code := 200
 	if rec.ResponseCode != nil {
 		code = *rec.ResponseCode
 	}
-	return &Result{Code: code, Body: body, Replayed: true}, nil
+	return &Result{Code: code, Body: []byte(derefString(rec.ResultJSON)), Replayed: true}, nil
 }
 
 // create runs the business transaction; with a claim, the record's final result commits in it
@@ -264,68 +284,37 @@ func (s *Service) create(ctx context.Context, r Request, c *claim) (Result, erro
 }
 
 // business takes the stock and inserts the order. Out of stock and unknown SKU are final
-// answers, stored and replayed like a success.
+// answers, rendered, stored and replayed like a success.
 func (s *Service) business(ctx context.Context, tx *repository.Tx, r Request) (Result, error) {
 	price, err := tx.TakeStock(ctx, r.Order.SKU, r.Order.Num)
+	var refusal error
 	switch {
-	case errors.Is(err, repository.ErrOutOfStock):
-		return problemResult(409, "out of stock", fmt.Sprintf("sku %s has fewer than %d units left", r.Order.SKU, r.Order.Num)), nil
-	case errors.Is(err, repository.ErrNotFound):
-		return problemResult(404, "unknown sku", fmt.Sprintf("sku %s does not exist", r.Order.SKU)), nil
+	case errors.Is(err, payment.ErrOutOfStock):
+		refusal = fmt.Errorf("%w: sku %s has fewer than %d units left", payment.ErrOutOfStock, r.Order.SKU, r.Order.Num)
+	case errors.Is(err, payment.ErrNotFound):
+		refusal = fmt.Errorf("%w: sku %s does not exist", ErrUnknownSKU, r.Order.SKU)
 	case err != nil:
 		return Result{}, err
 	}
-	o := repository.Order{
+	if refusal != nil {
+		code, body := s.render(nil, refusal)
+		return Result{Code: code, Body: body}, nil
+	}
+	o := payment.Order{
 		TradeNo:    NewTradeNo(s.now()),
 		UserID:     r.Order.UserID,
 		SKU:        r.Order.SKU,
 		Num:        r.Order.Num,
 		AmountFen:  price * int64(r.Order.Num),
 		Currency:   "CNY",
-		Status:     repository.OrderWaitPay,
+		Status:     payment.OrderWaitPay,
 		CreateTime: s.now().UTC().Truncate(time.Millisecond),
 	}
-	if err := tx.InsertOrder(ctx, o, r.Scope, r.Key); err != nil {
+	if err := tx.InsertOrder(ctx, o, r.Scope, r.Key, r.Hash); err != nil {
 		return Result{}, err
 	}
-	body, err := json.Marshal(ViewOf(o))
-	return Result{Code: 201, Body: body}, err
-}
-
-// View is an order as the API shows it.
-type View struct {
-	TradeNo      string     `json:"trade_no"`
-	UserID       int64      `json:"user_id"`
-	SKU          string     `json:"sku"`
-	Num          int        `json:"num"`
-	AmountFen    int64      `json:"amount_fen"`
-	Currency     string     `json:"currency"`
-	Status       string     `json:"status"`
-	Channel      *string    `json:"channel,omitempty"`
-	ChannelTxnID *string    `json:"channel_txn_id,omitempty"`
-	PaidAt       *time.Time `json:"paid_at,omitempty"`
-	CreatedAt    time.Time  `json:"created_at"`
-}
-
-func ViewOf(o repository.Order) View {
-	return View{
-		TradeNo: o.TradeNo, UserID: o.UserID, SKU: o.SKU, Num: o.Num, AmountFen: o.AmountFen,
-		Currency: o.Currency, Status: o.Status, Channel: o.Channel, ChannelTxnID: o.ChannelTxnID,
-		PaidAt: o.PaidTime, CreatedAt: o.CreateTime,
-	}
-}
-
-// Problem is an RFC 9457 problem document.
-type Problem struct {
-	Type   string `json:"type"`
-	Title  string `json:"title"`
-	Status int    `json:"status"`
-	Detail string `json:"detail,omitempty"`
-}
-
-func problemResult(status int, title, detail string) Result {
-	b, _ := json.Marshal(Problem{Type: "about:blank", Title: title, Status: status, Detail: detail})
-	return Result{Code: status, Body: b}
+	code, body := s.render(&o, nil)
+	return Result{Code: code, Body: body}, nil
 }
 
 // NewTradeNo makes a 31-character trade_no: "P", the UTC time to the second, 16 random hex

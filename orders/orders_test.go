@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/paygw/paygw/internal/testenv"
-	"github.com/paygw/paygw/repository"
+	"github.com/paygw/paygw/payment"
 )
 
 // crash stands for the process dying: a panic unwinds without running our error paths (no
@@ -37,10 +37,10 @@ func TestCrashBetweenClaimAndCommitThenSweep(t *testing.T) {
 			dsn := testenv.NewDatabase(t)
 			db := testenv.Open(t, dsn)
 			ctx := context.Background()
-			if err := db.PutStock(ctx, repository.Stock{SKU: "A-100", Num: 5, PriceFen: 1999}); err != nil {
+			if err := db.PutStock(ctx, payment.Stock{SKU: "A-100", Num: 5, PriceFen: 1999}); err != nil {
 				t.Fatal(err)
 			}
-			s := New(db, testenv.Guard(t), Config{Enabled: true, RedisTTL: time.Second, ReturnOriginalResult: true}, testenv.Logger(t))
+			s := New(db, testenv.Guard(t), Config{Enabled: true, RedisTTL: time.Second, ReturnOriginalResult: true}, testRender, testenv.Logger(t))
 			canonical, _ := Canonical([]byte(`{"user_id":1,"sku":"A-100","num":1}`))
 			order, err := ParseNewOrder(canonical)
 			if err != nil {
@@ -107,10 +107,10 @@ func TestFencedCompletionRollsBack(t *testing.T) {
 			dsn := testenv.NewDatabase(t)
 			db := testenv.Open(t, dsn)
 			ctx := context.Background()
-			if err := db.PutStock(ctx, repository.Stock{SKU: "A-100", Num: stock, PriceFen: 100}); err != nil {
+			if err := db.PutStock(ctx, payment.Stock{SKU: "A-100", Num: stock, PriceFen: 100}); err != nil {
 				t.Fatal(err)
 			}
-			s := New(db, testenv.DeadGuard(t), Config{Enabled: true, RedisTTL: time.Second, ReturnOriginalResult: true}, testenv.Logger(t))
+			s := New(db, testenv.DeadGuard(t), Config{Enabled: true, RedisTTL: time.Second, ReturnOriginalResult: true}, testRender, testenv.Logger(t))
 			canonical, _ := Canonical([]byte(`{"user_id":1,"sku":"A-100","num":1}`))
 			order, _ := ParseNewOrder(canonical)
 			req := Request{Scope: "svc", Key: "slow", Hash: RequestHash("POST", "/v1/orders", canonical), Order: order}
@@ -141,4 +141,12 @@ func TestFencedCompletionRollsBack(t *testing.T) {
 			}
 		})
 	}
+}
+
+// testRender stands in for the HTTP layer's renderer: the trade_no, or the refusal's text.
+func testRender(o *payment.Order, refusal error) (int, []byte) {
+	if o == nil {
+		return 409, []byte(refusal.Error())
+	}
+	return 201, []byte(o.TradeNo)
 }

@@ -1,6 +1,8 @@
-// Package payment holds the channel-neutral shapes of a verified notification and of what paygw
-// decided about it. channels/ produces them, repository/ stores them, notify/ decides between them;
-// none of those packages needs to know the others.
+// Package payment is paygw's domain root: the channel-neutral shapes of a verified notification
+// and of what paygw decided about it, the orders, stock, refunds and anomalies they act on, and
+// the sentinel errors every layer shares. channels/ produces events, repository/ stores these
+// types, apply/ and orders/ decide, handlers/ renders; each of them imports this package and
+// none needs to know the others.
 package payment
 
 import "time"
@@ -12,7 +14,7 @@ const (
 	KindPaid    Kind = "PAID"    // the buyer paid: a candidate for WAIT_PAY -> PAID
 	KindClosed  Kind = "CLOSED"  // the channel closed the trade unpaid (or after a full refund)
 	KindPending Kind = "PENDING" // the trade exists but is not paid yet (WAIT_BUYER_PAY)
-	KindRefund  Kind = "REFUND"  // a refund notice: journalled, never a payment
+	KindRefund  Kind = "REFUND"  // money went back to the buyer: counted once in refunded_fen
 	KindOther   Kind = "OTHER"   // any other verified event type: acknowledged and journalled
 )
 
@@ -27,7 +29,20 @@ type Event struct {
 	AmountFen    int64
 	Currency     string // ISO 4217, upper case
 	PaidAt       time.Time
+	Subject      string // what was bought, as the channel names it (UTF-8), for the journal
 	Raw          []byte // the body exactly as received
+
+	// TradeNoUnsure: TradeNo came from a field that other integrations fill too (Stripe's
+	// client_reference_id). It counts only if it names an existing order; otherwise the event
+	// is acknowledged and journalled as KindOther.
+	TradeNoUnsure bool
+
+	// A refund (KindRefund) also carries the channel's id of the refund, which keys its
+	// refund_notify record, and its amount. Alipay's refund_fee and Stripe's amount_refunded are
+	// the payment's running total rather than this refund's amount: RefundIsTotal says so.
+	RefundID      string
+	RefundFen     int64
+	RefundIsTotal bool
 }
 
 // Outcome is what paygw did with a verified event. It is stored with the record and the journal.
@@ -40,14 +55,19 @@ const (
 	OutcomePaidAfterClose   Outcome = "PAID_AFTER_CLOSE"  // anomaly; order untouched
 	OutcomeDuplicatePayment Outcome = "DUPLICATE_PAYMENT" // anomaly; order untouched
 	OutcomeClosed           Outcome = "CLOSED"            // order WAIT_PAY -> CLOSED
-	OutcomeJournalled       Outcome = "JOURNALLED"        // recorded only (pending, refund, close of a settled order)
+	OutcomeJournalled       Outcome = "JOURNALLED"        // recorded only (pending, close of a settled order, other)
 	OutcomeUnknownOrder     Outcome = "UNKNOWN_ORDER"     // no such trade_no: the channel must retry
+
+	OutcomeRefunded             Outcome = "REFUNDED"               // refunded_fen grew by the refund
+	OutcomeRefundPending        Outcome = "REFUND_PENDING"         // recorded; counted once its payment applies
+	OutcomeRefundExceedsPayment Outcome = "REFUND_EXCEEDS_PAYMENT" // anomaly; order untouched
+	OutcomeAnomalyRefunded      Outcome = "ANOMALY_REFUNDED"       // refunds an unapplied payment; its anomaly is marked refunded
 )
 
 // IsAnomaly reports whether the outcome is also written to the anomaly table.
 func (o Outcome) IsAnomaly() bool {
 	switch o {
-	case OutcomeAmountMismatch, OutcomePaidAfterClose, OutcomeDuplicatePayment:
+	case OutcomeAmountMismatch, OutcomePaidAfterClose, OutcomeDuplicatePayment, OutcomeRefundExceedsPayment:
 		return true
 	}
 	return false
@@ -71,10 +91,15 @@ func (o Outcome) Reply() Reply {
 	return ReplySuccess
 }
 
-// ValidTradeNo reports whether s can be one of our trade_nos: 1-64 characters of [A-Za-z0-9_-],
-// what every channel accepts as a merchant order number.
+// MaxTradeNo is the width of orders.trade_no. Every channel's merchant order number fits in it
+// (Alipay and WeChat allow 32 at most, UnionPay 40 of which paygw uses 31).
+const MaxTradeNo = 32
+
+// ValidTradeNo reports whether s can be one of our trade_nos: 1-32 characters of [A-Za-z0-9_-].
+// Anything longer cannot name a row of orders, so it is refused at parse time rather than
+// answered "unknown order, retry" until the channel gives up.
 func ValidTradeNo(s string) bool {
-	if len(s) < 1 || len(s) > 64 {
+	if len(s) < 1 || len(s) > MaxTradeNo {
 		return false
 	}
 	for i := 0; i < len(s); i++ {

@@ -9,8 +9,8 @@ import (
 	"github.com/paygw/paygw/payment"
 )
 
-// Notification is one notify_journal row, without the raw body.
-type Notification struct {
+// notificationRow is one notify_journal row, without the raw body.
+type notificationRow struct {
 	Channel       string    `db:"channel"`
 	NotifyID      string    `db:"notify_id"`
 	TradeNo       string    `db:"trade_no"`
@@ -19,21 +19,46 @@ type Notification struct {
 	ChannelStatus string    `db:"channel_status"`
 	AmountFen     int64     `db:"amount_fen"`
 	Currency      string    `db:"currency"`
+	Subject       string    `db:"subject"`
 	Outcome       string    `db:"outcome"`
 	ReceivedTime  time.Time `db:"received_time"`
 }
 
-// Anomaly is one anomaly row.
-type Anomaly struct {
-	Kind              string    `db:"kind"`
-	TradeNo           string    `db:"trade_no"`
-	Channel           string    `db:"channel"`
-	ChannelTxnID      string    `db:"channel_txn_id"`
-	AmountFen         int64     `db:"amount_fen"`
-	Currency          string    `db:"currency"`
-	ExpectedAmountFen *int64    `db:"expected_amount_fen"`
-	Detail            string    `db:"detail"`
-	CreatedTime       time.Time `db:"created_time"`
+func (r notificationRow) notification() payment.Notification {
+	return payment.Notification{
+		Channel: r.Channel, NotifyID: r.NotifyID, TradeNo: r.TradeNo, ChannelTxnID: r.ChannelTxnID,
+		Event: payment.Kind(r.Event), ChannelStatus: r.ChannelStatus, AmountFen: r.AmountFen,
+		Currency: r.Currency, Subject: r.Subject, Outcome: payment.Outcome(r.Outcome), ReceivedTime: r.ReceivedTime,
+	}
+}
+
+// anomalyRow is one anomaly row.
+type anomalyRow struct {
+	Kind              string        `db:"kind"`
+	TradeNo           string        `db:"trade_no"`
+	Channel           string        `db:"channel"`
+	ChannelTxnID      string        `db:"channel_txn_id"`
+	AmountFen         int64         `db:"amount_fen"`
+	Currency          string        `db:"currency"`
+	ExpectedAmountFen sql.NullInt64 `db:"expected_amount_fen"`
+	Detail            string        `db:"detail"`
+	Status            string        `db:"status"`
+	CreatedTime       time.Time     `db:"created_time"`
+}
+
+const anomalyColumns = `kind, trade_no, channel, channel_txn_id, amount_fen, currency, expected_amount_fen,
+	detail, status, created_time`
+
+func (r anomalyRow) anomaly() payment.Anomaly {
+	a := payment.Anomaly{
+		Kind: payment.Outcome(r.Kind), TradeNo: r.TradeNo, Channel: r.Channel, ChannelTxnID: r.ChannelTxnID,
+		AmountFen: r.AmountFen, Currency: r.Currency, Detail: r.Detail, Status: r.Status, CreatedTime: r.CreatedTime,
+	}
+	if r.ExpectedAmountFen.Valid {
+		v := r.ExpectedAmountFen.Int64
+		a.ExpectedAmountFen = &v
+	}
+	return a
 }
 
 // Journal records a verified notification's first delivery inside the apply transaction; a
@@ -56,49 +81,79 @@ type execer interface {
 // INSERT IGNORE's habit of turning other errors (truncation) into warnings.
 func journal(ctx context.Context, x execer, ev payment.Event, outcome payment.Outcome, received time.Time) error {
 	const q = `INSERT INTO notify_journal (channel, notify_id, trade_no, channel_txn_id, event,
-		channel_status, amount_fen, currency, raw_body, outcome, received_time)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE id = id`
+		channel_status, amount_fen, currency, subject, raw_body, outcome, received_time)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE id = id`
 	_, err := x.ExecContext(ctx, q, ev.Channel, ev.NotifyID, ev.TradeNo, ev.ChannelTxnID, string(ev.Kind),
-		clip(ev.Status, 64), ev.AmountFen, ev.Currency, ev.Raw, string(outcome), received)
+		clip(ev.Status, 64), ev.AmountFen, ev.Currency, clip(ev.Subject, 256), ev.Raw, string(outcome), received)
 	return err
 }
 
-// Seen reports, in one statement, whether a payment's record exists and whether this
+// Seen reports, in one statement, whether an event's idempotent_record exists and whether this
 // notification is journalled: what a repeat needs to know when Redis cannot tell.
-func (db *DB) Seen(ctx context.Context, channel, txnID, notifyID string) (recorded, journalled bool, err error) {
+func (db *DB) Seen(ctx context.Context, bizType, channel, key, notifyID string) (recorded, journalled bool, err error) {
 	const q = `SELECT
-		EXISTS (SELECT 1 FROM idempotent_record WHERE idem_key = ? AND biz_type = 'pay_notify' AND scope = ?),
+		EXISTS (SELECT 1 FROM idempotent_record WHERE idem_key = ? AND biz_type = ? AND scope = ?),
 		EXISTS (SELECT 1 FROM notify_journal WHERE channel = ? AND notify_id = ?)`
-	err = db.x.QueryRowContext(ctx, q, txnID, channel, channel, notifyID).Scan(&recorded, &journalled)
+	err = db.x.QueryRowContext(ctx, q, key, bizType, channel, channel, notifyID).Scan(&recorded, &journalled)
 	return recorded, journalled, err
 }
 
 // FlagAnomaly records an anomaly once per (kind, channel, channel txn id).
-func (tx *Tx) FlagAnomaly(ctx context.Context, a Anomaly) error {
+func (tx *Tx) FlagAnomaly(ctx context.Context, a payment.Anomaly) error {
 	const q = `INSERT INTO anomaly (kind, trade_no, channel, channel_txn_id, amount_fen, currency,
 		expected_amount_fen, detail, created_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON DUPLICATE KEY UPDATE id = id`
-	_, err := tx.x.ExecContext(ctx, q, a.Kind, a.TradeNo, a.Channel, a.ChannelTxnID, a.AmountFen, a.Currency,
-		a.ExpectedAmountFen, a.Detail, a.CreatedTime)
+	_, err := tx.x.ExecContext(ctx, q, string(a.Kind), a.TradeNo, a.Channel, a.ChannelTxnID, a.AmountFen, a.Currency,
+		a.ExpectedAmountFen, clip(a.Detail, 512), a.CreatedTime)
+	return err
+}
+
+// LockPaymentAnomaly reads, with a row lock, the anomaly of a payment that was recorded but not
+// applied (AMOUNT_MISMATCH, PAID_AFTER_CLOSE, DUPLICATE_PAYMENT). payment.ErrNotFound if none.
+func (tx *Tx) LockPaymentAnomaly(ctx context.Context, channel, txnID string) (payment.Anomaly, error) {
+	const q = `SELECT ` + anomalyColumns + ` FROM anomaly WHERE channel = ? AND channel_txn_id = ?
+		AND kind IN ('AMOUNT_MISMATCH', 'PAID_AFTER_CLOSE', 'DUPLICATE_PAYMENT') ORDER BY id LIMIT 1 FOR UPDATE`
+	var r anomalyRow
+	if err := tx.x.GetContext(ctx, &r, q, channel, txnID); err != nil {
+		return payment.Anomaly{}, notFound(err)
+	}
+	return r.anomaly(), nil
+}
+
+// MarkAnomalyRefunded says the payment an anomaly is about has been refunded by the channel.
+func (tx *Tx) MarkAnomalyRefunded(ctx context.Context, kind payment.Outcome, channel, txnID string) error {
+	const q = `UPDATE anomaly SET status = 'refunded' WHERE kind = ? AND channel = ? AND channel_txn_id = ?`
+	_, err := tx.x.ExecContext(ctx, q, string(kind), channel, txnID)
 	return err
 }
 
 // Notifications lists the journal of one trade_no, oldest first.
-func (db *DB) Notifications(ctx context.Context, tradeNo string) ([]Notification, error) {
+func (db *DB) Notifications(ctx context.Context, tradeNo string) ([]payment.Notification, error) {
 	const q = `SELECT channel, notify_id, trade_no, channel_txn_id, event, channel_status, amount_fen,
-		currency, outcome, received_time FROM notify_journal WHERE trade_no = ? ORDER BY id`
-	rows := []Notification{}
-	err := db.x.SelectContext(ctx, &rows, q, tradeNo)
-	return rows, err
+		currency, subject, outcome, received_time FROM notify_journal WHERE trade_no = ? ORDER BY id`
+	var rows []notificationRow
+	if err := db.x.SelectContext(ctx, &rows, q, tradeNo); err != nil {
+		return nil, err
+	}
+	out := make([]payment.Notification, len(rows))
+	for i, r := range rows {
+		out[i] = r.notification()
+	}
+	return out, nil
 }
 
 // Anomalies lists the anomalies of one trade_no, oldest first.
-func (db *DB) Anomalies(ctx context.Context, tradeNo string) ([]Anomaly, error) {
-	const q = `SELECT kind, trade_no, channel, channel_txn_id, amount_fen, currency, expected_amount_fen,
-		detail, created_time FROM anomaly WHERE trade_no = ? ORDER BY id`
-	rows := []Anomaly{}
-	err := db.x.SelectContext(ctx, &rows, q, tradeNo)
-	return rows, err
+func (db *DB) Anomalies(ctx context.Context, tradeNo string) ([]payment.Anomaly, error) {
+	const q = `SELECT ` + anomalyColumns + ` FROM anomaly WHERE trade_no = ? ORDER BY id`
+	var rows []anomalyRow
+	if err := db.x.SelectContext(ctx, &rows, q, tradeNo); err != nil {
+		return nil, err
+	}
+	out := make([]payment.Anomaly, len(rows))
+	for i, r := range rows {
+		out[i] = r.anomaly()
+	}
+	return out, nil
 }
 
 // clip cuts an informational field to its column's width (channel_status is VARCHAR(64)): a long

@@ -2,69 +2,81 @@ package repository
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"time"
+
+	"github.com/paygw/paygw/payment"
 )
 
-// Order statuses.
-const (
-	OrderWaitPay = "WAIT_PAY"
-	OrderPaid    = "PAID"
-	OrderClosed  = "CLOSED"
-)
-
-// Order is one orders row. Channel, ChannelTxnID and PaidTime are set once it is PAID.
-type Order struct {
-	TradeNo      string     `db:"trade_no"`
-	UserID       int64      `db:"user_id"`
-	SKU          string     `db:"sku"`
-	Num          int        `db:"num"`
-	AmountFen    int64      `db:"amount_fen"`
-	Currency     string     `db:"currency"`
-	Status       string     `db:"status"`
-	Channel      *string    `db:"channel"`
-	ChannelTxnID *string    `db:"channel_txn_id"`
-	PaidTime     *time.Time `db:"paid_time"`
-	CreateTime   time.Time  `db:"create_time"`
-	UpdateTime   time.Time  `db:"update_time"`
+// orderRow is one orders row as MySQL returns it.
+type orderRow struct {
+	TradeNo        string         `db:"trade_no"`
+	UserID         int64          `db:"user_id"`
+	SKU            string         `db:"sku"`
+	Num            int            `db:"num"`
+	AmountFen      int64          `db:"amount_fen"`
+	Currency       string         `db:"currency"`
+	Status         string         `db:"status"`
+	Channel        sql.NullString `db:"channel"`
+	ChannelTxnID   sql.NullString `db:"channel_txn_id"`
+	PaidTime       sql.NullTime   `db:"paid_time"`
+	RefundedFen    int64          `db:"refunded_fen"`
+	RefundsPending int            `db:"refunds_pending"`
+	RequestHash    sql.NullString `db:"request_hash"`
+	CreateTime     time.Time      `db:"create_time"`
+	UpdateTime     time.Time      `db:"update_time"`
 }
 
 const orderColumns = `trade_no, user_id, sku, num, amount_fen, currency, status, channel, channel_txn_id,
-	paid_time, create_time, update_time`
+	paid_time, refunded_fen, refunds_pending, request_hash, create_time, update_time`
 
-// Stock is one stock row.
-type Stock struct {
-	SKU      string `db:"sku" json:"sku"`
-	Num      int    `db:"num" json:"num"`
-	PriceFen int64  `db:"price_fen" json:"price_fen"`
+func (r orderRow) order() payment.Order {
+	o := payment.Order{
+		TradeNo: r.TradeNo, UserID: r.UserID, SKU: r.SKU, Num: r.Num, AmountFen: r.AmountFen,
+		Currency: r.Currency, Status: r.Status, Channel: r.Channel.String, ChannelTxnID: r.ChannelTxnID.String,
+		RefundedFen: r.RefundedFen, RefundsPending: r.RefundsPending, CreateTime: r.CreateTime, UpdateTime: r.UpdateTime,
+	}
+	if r.PaidTime.Valid {
+		t := r.PaidTime.Time
+		o.PaidTime = &t
+	}
+	return o
+}
+
+// stockRow is one stock row.
+type stockRow struct {
+	SKU      string `db:"sku"`
+	Num      int    `db:"num"`
+	PriceFen int64  `db:"price_fen"`
 }
 
 // PutStock creates or replaces a SKU's stock level and price.
-func (db *DB) PutStock(ctx context.Context, s Stock) error {
+func (db *DB) PutStock(ctx context.Context, s payment.Stock) error {
 	const q = `INSERT INTO stock (sku, num, price_fen) VALUES (?, ?, ?)
 		ON DUPLICATE KEY UPDATE num = VALUES(num), price_fen = VALUES(price_fen)`
 	_, err := db.x.ExecContext(ctx, q, s.SKU, s.Num, s.PriceFen)
 	return err
 }
 
-// GetStock returns ErrNotFound for an unknown SKU.
-func (db *DB) GetStock(ctx context.Context, sku string) (Stock, error) {
+// GetStock returns payment.ErrNotFound for an unknown SKU.
+func (db *DB) GetStock(ctx context.Context, sku string) (payment.Stock, error) {
 	const q = `SELECT sku, num, price_fen FROM stock WHERE sku = ?`
-	var s Stock
-	err := db.x.GetContext(ctx, &s, q, sku)
-	return s, notFound(err)
+	var r stockRow
+	if err := db.x.GetContext(ctx, &r, q, sku); err != nil {
+		return payment.Stock{}, notFound(err)
+	}
+	return payment.Stock{SKU: r.SKU, Num: r.Num, PriceFen: r.PriceFen}, nil
 }
 
-// GetOrder returns ErrNotFound for an unknown trade_no.
-func (db *DB) GetOrder(ctx context.Context, tradeNo string) (Order, error) {
+// GetOrder returns payment.ErrNotFound for an unknown trade_no.
+func (db *DB) GetOrder(ctx context.Context, tradeNo string) (payment.Order, error) {
 	const q = `SELECT ` + orderColumns + ` FROM orders WHERE trade_no = ?`
-	var o Order
-	err := db.x.GetContext(ctx, &o, q, tradeNo)
-	return o, notFound(err)
+	return getOrder(ctx, db.x, q, tradeNo)
 }
 
 // TakeStock decrements a SKU by num only if that many are left, and returns its unit price.
-// Returns ErrOutOfStock if too few are left and ErrNotFound for an unknown SKU.
+// Returns payment.ErrOutOfStock if too few are left and payment.ErrNotFound for an unknown SKU.
 func (tx *Tx) TakeStock(ctx context.Context, sku string, num int) (priceFen int64, err error) {
 	const take = `UPDATE stock SET num = num - ? WHERE sku = ? AND num >= ?`
 	res, err := tx.x.ExecContext(ctx, take, num, sku, num)
@@ -75,9 +87,9 @@ func (tx *Tx) TakeStock(ctx context.Context, sku string, num int) (priceFen int6
 			return 0, err
 		}
 		if n == 0 {
-			return 0, ErrNotFound
+			return 0, payment.ErrNotFound
 		}
-		return 0, ErrOutOfStock
+		return 0, payment.ErrOutOfStock
 	} else if err != nil {
 		return 0, err
 	}
@@ -86,23 +98,29 @@ func (tx *Tx) TakeStock(ctx context.Context, sku string, num int) (priceFen int6
 	return priceFen, err
 }
 
-// InsertOrder inserts a WAIT_PAY order; scope and key ("" for none) fill uk_order_idem.
-// Returns ErrDuplicate if the trade_no or the idempotency key already has an order.
-func (tx *Tx) InsertOrder(ctx context.Context, o Order, scope, key string) error {
+// InsertOrder inserts a WAIT_PAY order; scope, key and hash ("" for none) are the idempotent
+// create's, key filling uk_order_idem. Returns payment.ErrConflict if the trade_no or the
+// idempotency key already has an order.
+func (tx *Tx) InsertOrder(ctx context.Context, o payment.Order, scope, key, hash string) error {
 	const q = `INSERT INTO orders (trade_no, user_id, sku, num, amount_fen, currency, status,
-		idem_scope, idem_key, create_time, update_time) VALUES (?, ?, ?, ?, ?, ?, 'WAIT_PAY', ?, ?, ?, ?)`
+		idem_scope, idem_key, request_hash, create_time, update_time) VALUES (?, ?, ?, ?, ?, ?, 'WAIT_PAY', ?, ?, ?, ?, ?)`
 	_, err := tx.x.ExecContext(ctx, q, o.TradeNo, o.UserID, o.SKU, o.Num, o.AmountFen, o.Currency,
-		nullable(scope), nullable(key), o.CreateTime, o.CreateTime)
-	if isDuplicate(err) {
-		return ErrDuplicate
-	}
-	return err
+		nullable(scope), nullable(key), nullable(hash), o.CreateTime, o.CreateTime)
+	return conflict(err)
 }
 
 // MarkPaid is the conditional state change of a payment: it succeeds only for a WAIT_PAY order
-// asking for exactly this amount and currency. ok is false when no row matched; the caller then
-// reads the order to tell why.
+// asking for exactly this amount and currency, with no refund waiting for its payment. ok is
+// false when no row matched; the caller then reads the order to tell why.
 func (tx *Tx) MarkPaid(ctx context.Context, tradeNo, channel, txnID string, amountFen int64, currency string, paidAt time.Time) (ok bool, err error) {
+	const q = `UPDATE orders SET status = 'PAID', channel = ?, channel_txn_id = ?, paid_time = ?
+		WHERE trade_no = ? AND status = 'WAIT_PAY' AND amount_fen = ? AND currency = ? AND refunds_pending = 0`
+	return changed(tx.x.ExecContext(ctx, q, channel, txnID, paidAt, tradeNo, amountFen, currency))
+}
+
+// MarkPaidWithPending is MarkPaid for an order the caller has locked and knows to have refunds
+// pending: the caller counts them in within the same transaction.
+func (tx *Tx) MarkPaidWithPending(ctx context.Context, tradeNo, channel, txnID string, amountFen int64, currency string, paidAt time.Time) (ok bool, err error) {
 	const q = `UPDATE orders SET status = 'PAID', channel = ?, channel_txn_id = ?, paid_time = ?
 		WHERE trade_no = ? AND status = 'WAIT_PAY' AND amount_fen = ? AND currency = ?`
 	return changed(tx.x.ExecContext(ctx, q, channel, txnID, paidAt, tradeNo, amountFen, currency))
@@ -114,30 +132,41 @@ func (tx *Tx) MarkClosed(ctx context.Context, tradeNo string) (ok bool, err erro
 	return changed(tx.x.ExecContext(ctx, q, tradeNo))
 }
 
-// OrderByIdemKey finds the order created for an idempotency key; ErrNotFound if there is none.
-func (db *DB) OrderByIdemKey(ctx context.Context, scope, key string) (Order, error) {
+// OrderByIdemKey finds the order created for an idempotency key, with the request_hash of the
+// create that made it ("" for orders from before it was stored). payment.ErrNotFound if none.
+func (db *DB) OrderByIdemKey(ctx context.Context, scope, key string) (payment.Order, string, error) {
 	const q = `SELECT ` + orderColumns + ` FROM orders WHERE idem_scope = ? AND idem_key = ?`
-	var o Order
-	err := db.x.GetContext(ctx, &o, q, scope, key)
-	return o, notFound(err)
+	var r orderRow
+	if err := db.x.GetContext(ctx, &r, q, scope, key); err != nil {
+		return payment.Order{}, "", notFound(err)
+	}
+	return r.order(), r.RequestHash.String, nil
 }
 
 // LockOrderByChannelTxn reads, with a row lock, the order a channel transaction paid.
-// Returns ErrNotFound if none.
-func (tx *Tx) LockOrderByChannelTxn(ctx context.Context, channel, txnID string) (Order, error) {
+// Returns payment.ErrNotFound if none.
+func (tx *Tx) LockOrderByChannelTxn(ctx context.Context, channel, txnID string) (payment.Order, error) {
 	const q = `SELECT ` + orderColumns + ` FROM orders WHERE channel = ? AND channel_txn_id = ? LIMIT 1 FOR UPDATE`
-	var o Order
-	err := tx.x.GetContext(ctx, &o, q, channel, txnID)
-	return o, notFound(err)
+	return getOrder(ctx, tx.x, q, channel, txnID)
 }
 
 // LockOrder reads an order with a row lock, so the decision taken on it holds until commit.
-// Returns ErrNotFound for an unknown trade_no.
-func (tx *Tx) LockOrder(ctx context.Context, tradeNo string) (Order, error) {
+// Returns payment.ErrNotFound for an unknown trade_no.
+func (tx *Tx) LockOrder(ctx context.Context, tradeNo string) (payment.Order, error) {
 	const q = `SELECT ` + orderColumns + ` FROM orders WHERE trade_no = ? FOR UPDATE`
-	var o Order
-	err := tx.x.GetContext(ctx, &o, q, tradeNo)
-	return o, notFound(err)
+	return getOrder(ctx, tx.x, q, tradeNo)
+}
+
+type getter interface {
+	GetContext(ctx context.Context, dest any, query string, args ...any) error
+}
+
+func getOrder(ctx context.Context, x getter, q string, args ...any) (payment.Order, error) {
+	var r orderRow
+	if err := x.GetContext(ctx, &r, q, args...); err != nil {
+		return payment.Order{}, notFound(err)
+	}
+	return r.order(), nil
 }
 
 func changed(res interface{ RowsAffected() (int64, error) }, err error) (bool, error) {

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Record statuses, as the field report numbers them.
+// Record statuses, as idempotent_record.status stores them.
 const (
 	StatusProcessing = 0
 	StatusSuccess    = 1
@@ -14,11 +14,13 @@ const (
 
 // Biz types of idempotent_record rows.
 const (
-	BizOrderCreate = "order_create"
-	BizPayNotify   = "pay_notify"
+	BizOrderCreate  = "order_create"
+	BizPayNotify    = "pay_notify"
+	BizRefundNotify = "refund_notify"
 )
 
-// Record is one idempotent_record row. (Scope, BizType, Key) is uk_idem_key.
+// Record is one idempotent_record row. (Key, BizType, Scope) is uk_idem_key. It is storage's own
+// shape (no domain type stands for it), so its fields carry the column tags.
 type Record struct {
 	ID           int64     `db:"id"`
 	Key          string    `db:"idem_key"`
@@ -37,7 +39,7 @@ const recordColumns = `id, idem_key, biz_type, scope, request_hash, status, resu
 	lock_token, create_time, update_time`
 
 // GetRecord reads a record outside any transaction, so it sees the latest committed row.
-// Returns ErrNotFound if there is none.
+// Returns payment.ErrNotFound if there is none.
 func (db *DB) GetRecord(ctx context.Context, bizType, scope, key string) (Record, error) {
 	const q = `SELECT ` + recordColumns + ` FROM idempotent_record
 		WHERE idem_key = ? AND biz_type = ? AND scope = ?`
@@ -47,16 +49,13 @@ func (db *DB) GetRecord(ctx context.Context, bizType, scope, key string) (Record
 }
 
 // Claim inserts a processing record owned by token and commits it at once, before any business
-// work. Returns ErrDuplicate if the key already has a record.
+// work. Returns payment.ErrConflict if the key already has a record.
 func (db *DB) Claim(ctx context.Context, bizType, scope, key, hash, token string) (int64, error) {
 	const q = `INSERT INTO idempotent_record (idem_key, biz_type, scope, request_hash, status, lock_token)
 		VALUES (?, ?, ?, ?, 0, ?)`
 	res, err := db.x.ExecContext(ctx, q, key, bizType, scope, hash, token)
-	if isDuplicate(err) {
-		return 0, ErrDuplicate
-	}
 	if err != nil {
-		return 0, err
+		return 0, conflict(err)
 	}
 	return res.LastInsertId()
 }
@@ -101,15 +100,22 @@ func (tx *Tx) CompleteRecord(ctx context.Context, id int64, token string, code i
 }
 
 // InsertDoneRecord writes a record that is final from birth (a payment notification's).
-// Returns ErrDuplicate if the key already has one.
+// Returns payment.ErrConflict if the key already has one.
 func (tx *Tx) InsertDoneRecord(ctx context.Context, bizType, scope, key, hash string, result []byte) error {
 	const q = `INSERT INTO idempotent_record (idem_key, biz_type, scope, request_hash, status, result_json, response_code)
 		VALUES (?, ?, ?, ?, 1, ?, 200)`
 	_, err := tx.x.ExecContext(ctx, q, key, bizType, scope, hash, string(result))
-	if isDuplicate(err) {
-		return ErrDuplicate
-	}
-	return err
+	return conflict(err)
+}
+
+// CompleteRecordAs is CompleteRecord for a claim that turns out to answer another request: the
+// record takes that request's hash and result, so that request's retries get its answer and
+// ours is told the key was reused. Returns ErrFenced as CompleteRecord does.
+func (tx *Tx) CompleteRecordAs(ctx context.Context, id int64, token, hash string, code int, result []byte) error {
+	const q = `UPDATE idempotent_record SET status = 1, request_hash = ?, response_code = ?, result_json = ?
+		WHERE id = ? AND status = 0 AND lock_token = ?`
+	res, err := tx.x.ExecContext(ctx, q, hash, code, string(result), id, token)
+	return oneRow(res, err)
 }
 
 func oneRow(res interface{ RowsAffected() (int64, error) }, err error) error {

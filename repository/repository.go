@@ -1,6 +1,7 @@
-// Package repository is paygw's MySQL storage: orders and stock, idempotency records, the
-// notification journal and anomalies. It decides nothing; callers compose its statements inside
-// one transaction and read the affected-row counts it reports.
+// Package repository is paygw's MySQL storage: orders and stock, idempotency records, refunds,
+// the notification journal and anomalies. It decides nothing; callers compose its statements
+// inside one transaction and read the affected-row counts it reports. Rows are private structs
+// turned into payment's domain types, and MySQL's errors into payment's sentinels.
 package repository
 
 import (
@@ -14,19 +15,14 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/pressly/goose/v3"
 
+	"github.com/paygw/paygw/payment"
 	migrations "github.com/paygw/paygw/sql"
 )
 
-var (
-	// ErrNotFound: the row asked for does not exist.
-	ErrNotFound = errors.New("not found")
-	// ErrDuplicate: a unique key already holds this row (a repeat, or a lost race).
-	ErrDuplicate = errors.New("duplicate")
-	// ErrOutOfStock: the stock row exists but holds fewer units than asked.
-	ErrOutOfStock = errors.New("out of stock")
-	// ErrFenced: a conditional update found the row no longer in the state the caller owned.
-	ErrFenced = errors.New("fenced: the row changed under us")
-)
+// ErrFenced: a conditional update found the row no longer in the state the caller owned. The
+// other errors this package returns are payment's sentinels (ErrNotFound, ErrConflict,
+// ErrOutOfStock) or the driver's own.
+var ErrFenced = errors.New("fenced: the row changed under us")
 
 // DB is the MySQL handle. Every timestamp it writes and reads is UTC.
 type DB struct {
@@ -159,14 +155,18 @@ func isTransient(err error) bool {
 	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205)
 }
 
-func isDuplicate(err error) bool {
+// conflict turns a duplicate-key error (1062) into payment.ErrConflict.
+func conflict(err error) error {
 	var me *mysql.MySQLError
-	return errors.As(err, &me) && me.Number == 1062
+	if errors.As(err, &me) && me.Number == 1062 {
+		return payment.ErrConflict
+	}
+	return err
 }
 
 func notFound(err error) error {
 	if errors.Is(err, sql.ErrNoRows) {
-		return ErrNotFound
+		return payment.ErrNotFound
 	}
 	return err
 }

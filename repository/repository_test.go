@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/paygw/paygw/internal/testenv"
+	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/repository"
 )
 
@@ -19,7 +20,7 @@ func TestInTxRetriesDeadlocks(t *testing.T) {
 	db := testenv.Open(t, dsn)
 	ctx := context.Background()
 	for _, sku := range []string{"A", "B"} {
-		if err := db.PutStock(ctx, repository.Stock{SKU: sku, Num: 10, PriceFen: 1}); err != nil {
+		if err := db.PutStock(ctx, payment.Stock{SKU: sku, Num: 10, PriceFen: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -63,17 +64,17 @@ func TestInTxRetriesDeadlocks(t *testing.T) {
 func TestConditionalUpdatesReportRepeats(t *testing.T) {
 	db := testenv.DB(t)
 	ctx := context.Background()
-	if err := db.PutStock(ctx, repository.Stock{SKU: "A", Num: 1, PriceFen: 5}); err != nil {
+	if err := db.PutStock(ctx, payment.Stock{SKU: "A", Num: 1, PriceFen: 5}); err != nil {
 		t.Fatal(err)
 	}
 	err := db.InTx(ctx, func(tx *repository.Tx) error {
 		if p, err := tx.TakeStock(ctx, "A", 1); err != nil || p != 5 {
 			t.Fatalf("take: %d, %v", p, err)
 		}
-		if _, err := tx.TakeStock(ctx, "A", 1); !errors.Is(err, repository.ErrOutOfStock) {
+		if _, err := tx.TakeStock(ctx, "A", 1); !errors.Is(err, payment.ErrOutOfStock) {
 			t.Fatalf("take past zero: %v, want ErrOutOfStock", err)
 		}
-		if _, err := tx.TakeStock(ctx, "NOPE", 1); !errors.Is(err, repository.ErrNotFound) {
+		if _, err := tx.TakeStock(ctx, "NOPE", 1); !errors.Is(err, payment.ErrNotFound) {
 			t.Fatalf("unknown sku: %v, want ErrNotFound", err)
 		}
 		return nil
@@ -81,13 +82,13 @@ func TestConditionalUpdatesReportRepeats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.GetOrder(ctx, "NOPE"); !errors.Is(err, repository.ErrNotFound) {
+	if _, err := db.GetOrder(ctx, "NOPE"); !errors.Is(err, payment.ErrNotFound) {
 		t.Fatalf("unknown order: %v", err)
 	}
 	if _, err := db.Claim(ctx, "b", "s", "k", "h", "t1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Claim(ctx, "b", "s", "k", "h", "t2"); !errors.Is(err, repository.ErrDuplicate) {
+	if _, err := db.Claim(ctx, "b", "s", "k", "h", "t2"); !errors.Is(err, payment.ErrConflict) {
 		t.Fatalf("second claim: %v, want ErrDuplicate", err)
 	}
 	// Keys are case-sensitive: "K" is not "k".

@@ -20,11 +20,11 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/paygw/paygw/apply"
 	"github.com/paygw/paygw/channels"
 	"github.com/paygw/paygw/config"
 	"github.com/paygw/paygw/guard"
 	"github.com/paygw/paygw/handlers"
-	"github.com/paygw/paygw/notify"
 	"github.com/paygw/paygw/orders"
 	"github.com/paygw/paygw/repository"
 )
@@ -194,11 +194,11 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	}
 
 	// Services and channels.
-	applier := notify.New(db, g, cfg.Idempotency.RedisTTL, log)
+	applier := apply.New(db, g, cfg.Idempotency.RedisTTL, log)
 	svc := orders.New(db, g, orders.Config{
 		Enabled: cfg.Idempotency.Enabled, RedisTTL: cfg.Idempotency.RedisTTL,
 		ReturnOriginalResult: cfg.Idempotency.ReturnOriginalResult,
-	}, log)
+	}, handlers.RenderCreate, log)
 	chs, err := channels.FromConfig(cfg.Channels)
 	if err != nil {
 		return err

@@ -1,0 +1,505 @@
+// Package apply applies verified payment events exactly once. Apply is the one path every caller
+// takes (the channels' notify handlers today), and it alone decides outcomes: a Redis fast path
+// for repeats, then one MySQL transaction whose idempotent_record insert is the final defence.
+package apply
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/paygw/paygw/guard"
+	"github.com/paygw/paygw/payment"
+	"github.com/paygw/paygw/repository"
+)
+
+// errTwin: a twin of this event is being applied right now; the channel should retry.
+var errTwin = fmt.Errorf("%w: a twin notification is being applied", payment.ErrInFlight)
+
+// doneTTL is how long a done marker lets repeats skip SQL. Channels retry for up to three days.
+const doneTTL = 72 * time.Hour
+
+// Applier holds what Apply needs.
+type Applier struct {
+	db       *repository.DB
+	guard    *guard.Guard
+	guardTTL time.Duration
+	log      zerolog.Logger
+	now      func() time.Time
+
+	// TwinWait bounds how long a notification waits for an in-flight twin before it answers
+	// "retry" (DefaultTwinWait unless changed before use).
+	TwinWait time.Duration
+
+	done *doneCache // done markers this process has seen
+}
+
+// doneCacheSize bounds the in-process copy of done markers: about 100 bytes an entry.
+const doneCacheSize = 200_000
+
+// DefaultTwinWait is short next to every channel's reply timeout (UnionPay's 10 s is the least).
+const DefaultTwinWait = time.Second
+
+// ApplyTimeout bounds the work on one notification (and one create): well inside every
+// channel's reply timeout (UnionPay's 10 s is the shortest), so a stuck lock ends in "retry",
+// not in silence.
+const ApplyTimeout = 8 * time.Second
+
+// maxGuardTTL caps the trade guard's life. No holder works past ApplyTimeout, so a guard older
+// than this was left by a process that died holding it; without the cap every delivery of that
+// payment would be told "retry" for the whole idempotency.redis_ttl.
+const maxGuardTTL = ApplyTimeout + 2*time.Second
+
+// New builds an Applier; guardTTL is idempotency.redis_ttl (capped at maxGuardTTL).
+func New(db *repository.DB, g *guard.Guard, guardTTL time.Duration, log zerolog.Logger) *Applier {
+	guardTTL = min(guardTTL, maxGuardTTL)
+	return &Applier{db: db, guard: g, guardTTL: guardTTL, log: log, now: time.Now, TwinWait: DefaultTwinWait,
+		done: newDoneCache(doneCacheSize)}
+}
+
+// Apply applies a verified event and returns what happened. A nil error means the outcome is
+// durable (or the event is a repeat of a durable one). Errors mean nothing was changed and the
+// channel must deliver again: payment.ErrInFlight, or a storage failure.
+func (a *Applier) Apply(ctx context.Context, ev payment.Event) (payment.Outcome, error) {
+	ev.Currency = strings.ToUpper(ev.Currency)
+	biz, key := recordOf(ev)
+	if ev.Kind == payment.KindRefund && key == "" {
+		return "", errors.New("a refund event without a refund id") // a channel bug: never drop it
+	}
+	markers := markerKeys(ev)
+	note := markers[len(markers)-1]
+	if a.done.has(markers[0]) && a.done.has(note) {
+		return payment.OutcomeRepeat, nil // seen by this process: no round trip at all
+	}
+
+	lock, repeat, err := a.checkAndLock(ctx, ev, markers)
+	if err != nil {
+		return "", err
+	}
+	if repeat {
+		return payment.OutcomeRepeat, nil
+	}
+	// On success the lock goes back with the done markers, in one round trip; on any other
+	// return it is released alone. nil (Redis down, or an event type that takes none) releases
+	// nothing.
+	defer func() {
+		if lock != nil {
+			lock.Release(context.WithoutCancel(ctx))
+		}
+	}()
+
+	var outcome payment.Outcome
+	err = a.db.InTx(ctx, func(tx *repository.Tx) error {
+		var err error
+		outcome, err = a.decide(ctx, tx, ev)
+		return err
+	})
+	switch {
+	case errors.Is(err, payment.ErrConflict) && biz != "":
+		// The record's unique key says a twin committed first. Our transaction is rolled back;
+		// read the record afresh (not through the old transaction) to be sure it is there, and
+		// journal this notification if its notify id is new.
+		if _, err := a.db.GetRecord(ctx, biz, ev.Channel, key); err != nil {
+			return "", fmt.Errorf("record vanished after duplicate key: %w", err)
+		}
+		if err := a.db.Journal(ctx, ev, payment.OutcomeRepeat, a.stamp()); err != nil {
+			return "", err
+		}
+		outcome = payment.OutcomeRepeat
+	case errors.Is(err, errUnknownOrder):
+		return payment.OutcomeUnknownOrder, nil
+	case err != nil:
+		return "", err
+	}
+	a.guard.MarkDoneAndRelease(context.WithoutCancel(ctx), lock, string(outcome), doneTTL, markers...)
+	lock = nil
+	a.done.add(markers...)
+	return outcome, nil
+}
+
+// checkAndLock is the Redis fast path, one round trip in the common case: a done marker answers
+// a repeat; otherwise the trade's guard is taken (other event types change no order and take
+// none). When a twin holds the guard it waits up to TwinWait for the twin's done marker (a
+// repeat) or for the guard to come free, then gives up with ErrInFlight: channels often send
+// the same notification twice at once, and answering the second with success a few
+// milliseconds later spares a retry. With Redis down a payment's repeat is told by one SELECT,
+// and anything else carries on with no lock. A refund's repeat is told the same way.
+func (a *Applier) checkAndLock(ctx context.Context, ev payment.Event, markers []string) (lock *guard.Lock, repeat bool, err error) {
+	deadline := a.now().Add(a.TwinWait)
+	for pause := 2 * time.Millisecond; ; pause = min(2*pause, 50*time.Millisecond) {
+		var found []bool
+		if ev.Kind == payment.KindOther {
+			found, err = a.guard.DoneAll(ctx, markers...)
+		} else {
+			found, lock, err = a.guard.CheckAndAcquire(ctx, guardName(ev), a.guardTTL, markers...)
+		}
+		switch {
+		case errors.Is(err, guard.ErrUnavailable):
+			biz, key := recordOf(ev)
+			if biz == "" {
+				return nil, false, nil // only payments and refunds have records to look up
+			}
+			recorded, journalled, err := a.db.Seen(ctx, biz, ev.Channel, key, ev.NotifyID)
+			if err != nil || !recorded {
+				return nil, false, err
+			}
+			return nil, true, a.repeated(ctx, ev, markers, journalled)
+		case found != nil && found[0]:
+			return nil, true, a.repeated(ctx, ev, markers, found[len(found)-1])
+		case !errors.Is(err, guard.ErrHeld):
+			return lock, false, err // taken (or, for other event types, none needed)
+		}
+		if a.now().Add(pause).After(deadline) {
+			return nil, false, errTwin
+		}
+		select {
+		case <-ctx.Done():
+			return nil, false, errTwin
+		case <-time.After(pause):
+		}
+	}
+}
+
+// repeated finishes a repeat: a payment already recorded but reaching us under a new notify id
+// (TRADE_FINISHED after TRADE_SUCCESS) is journalled as a REPEAT on the way.
+func (a *Applier) repeated(ctx context.Context, ev payment.Event, markers []string, journalled bool) error {
+	if !journalled {
+		if err := a.db.Journal(ctx, ev, payment.OutcomeRepeat, a.stamp()); err != nil {
+			return err
+		}
+		a.guard.MarkAllDone(context.WithoutCancel(ctx), string(payment.OutcomeRepeat), doneTTL, markers[len(markers)-1])
+	}
+	a.done.add(markers...)
+	return nil
+}
+
+// guardName is the trade's guard; a refund that names only the payment it undoes is guarded by
+// that payment.
+func guardName(ev payment.Event) string {
+	if ev.TradeNo == "" {
+		return "txn:" + ev.Channel + ":" + ev.ChannelTxnID
+	}
+	return "trade:" + ev.TradeNo
+}
+
+func (a *Applier) stamp() time.Time { return a.now().UTC().Truncate(time.Millisecond) }
+
+// errUnknownOrder rolls the transaction back: nothing is written for an unknown trade_no, so the
+// channel's retry finds a clean slate once the order exists.
+var errUnknownOrder = errors.New("unknown trade_no")
+
+// decide runs inside the one transaction and is the only place that picks an outcome.
+func (a *Applier) decide(ctx context.Context, tx *repository.Tx, ev payment.Event) (payment.Outcome, error) {
+	now := a.stamp()
+	if ev.TradeNoUnsure {
+		// A trade_no taken from a field other integrations fill counts only if it names an order.
+		if _, err := tx.LockOrder(ctx, ev.TradeNo); errors.Is(err, payment.ErrNotFound) {
+			ev.Kind, ev.TradeNo = payment.KindOther, ""
+		} else if err != nil {
+			return "", err
+		}
+	}
+	var outcome payment.Outcome
+	var err error
+	switch ev.Kind {
+	case payment.KindPaid:
+		outcome, err = a.pay(ctx, tx, ev, now)
+	case payment.KindRefund:
+		outcome, err = a.refund(ctx, tx, &ev, now)
+	case payment.KindClosed:
+		var ok bool
+		if ok, err = tx.MarkClosed(ctx, ev.TradeNo); ok {
+			outcome = payment.OutcomeClosed
+		} else if err == nil {
+			outcome, err = journalOnly(ctx, tx, &ev)
+		}
+	case payment.KindPending:
+		outcome, err = journalOnly(ctx, tx, &ev)
+	default: // other event types are acknowledged and journalled, whatever they name
+		outcome = payment.OutcomeJournalled
+	}
+	if err != nil {
+		return outcome, err
+	}
+	return outcome, tx.Journal(ctx, ev, outcome, now)
+}
+
+// pay applies a payment: the conditional WAIT_PAY -> PAID, else the order is read under its lock
+// to tell why not. Refunds that arrived before this payment are counted in once it is recorded.
+func (a *Applier) pay(ctx context.Context, tx *repository.Tx, ev payment.Event, now time.Time) (payment.Outcome, error) {
+	paidAt := ev.PaidAt
+	if paidAt.IsZero() {
+		paidAt = now
+	}
+	ok, err := tx.MarkPaid(ctx, ev.TradeNo, ev.Channel, ev.ChannelTxnID, ev.AmountFen, ev.Currency, paidAt.UTC())
+	if err != nil {
+		return "", err
+	}
+	outcome := payment.OutcomeApplied
+	var order payment.Order
+	if !ok {
+		if order, err = tx.LockOrder(ctx, ev.TradeNo); errors.Is(err, payment.ErrNotFound) {
+			return payment.OutcomeUnknownOrder, errUnknownOrder
+		} else if err != nil {
+			return "", err
+		}
+		if outcome = classify(order, ev); outcome == payment.OutcomeApplied {
+			// A WAIT_PAY order that asks for this payment: only its pending refunds kept
+			// MarkPaid from matching, and they are counted in below.
+			if ok, err := tx.MarkPaidWithPending(ctx, ev.TradeNo, ev.Channel, ev.ChannelTxnID, ev.AmountFen, ev.Currency, paidAt.UTC()); err != nil {
+				return "", err
+			} else if !ok {
+				return "", errors.New("order changed under its row lock")
+			}
+		}
+	}
+	if err := a.insertRecord(ctx, tx, ev, repository.BizPayNotify, ev.ChannelTxnID, outcome); err != nil {
+		return "", err // payment.ErrConflict: a repeat; the caller answers it after rollback
+	}
+	if outcome.IsAnomaly() {
+		if err := tx.FlagAnomaly(ctx, paymentAnomaly(outcome, order, ev, now)); err != nil {
+			return "", err
+		}
+	}
+	if order.RefundsPending > 0 {
+		if err := a.settlePending(ctx, tx, ev, outcome, order, now); err != nil {
+			return "", err
+		}
+	}
+	return outcome, nil
+}
+
+// refund applies a refund once. It is found by the payment it undoes:
+//   - applied to an order: refunded_fen grows by the refund (REFUNDED), unless that would pass
+//     what was paid (REFUND_EXCEEDS_PAYMENT, order untouched);
+//   - recorded but not applied (an anomaly): the anomaly is marked refunded (ANOMALY_REFUNDED);
+//   - not seen yet, for an order of ours: recorded and counted once the payment applies
+//     (REFUND_PENDING);
+//   - none of these and no trade_no of ours (Stripe's account-wide events): journalled as other;
+//   - otherwise the order is unknown and the channel retries.
+func (a *Applier) refund(ctx context.Context, tx *repository.Tx, ev *payment.Event, now time.Time) (payment.Outcome, error) {
+	r := payment.Refund{Channel: ev.Channel, RefundID: ev.RefundID, ChannelTxnID: ev.ChannelTxnID, Currency: ev.Currency, CreatedTime: now}
+	var outcome payment.Outcome
+	var exceeded *payment.Anomaly
+	o, err := tx.LockOrderByChannelTxn(ctx, ev.Channel, ev.ChannelTxnID)
+	switch {
+	case err == nil:
+		ev.TradeNo = o.TradeNo
+		delta := refundDelta(ev.RefundFen, ev.RefundIsTotal, o.RefundedFen)
+		if o.RefundedFen+delta > o.AmountFen {
+			outcome, r.Status = payment.OutcomeRefundExceedsPayment, payment.RefundRefused
+			an := refundAnomaly(o, *ev, delta, now)
+			exceeded = &an
+			break
+		}
+		if ok, err := tx.AddRefunded(ctx, o.TradeNo, delta); err != nil {
+			return "", err
+		} else if !ok {
+			return "", errors.New("order changed under its row lock")
+		}
+		outcome, r.Status, r.AmountFen = payment.OutcomeRefunded, payment.RefundApplied, delta
+	case errors.Is(err, payment.ErrNotFound):
+		if outcome, err = a.refundUnapplied(ctx, tx, ev, &r); err != nil || ev.Kind != payment.KindRefund {
+			return outcome, err
+		}
+	default:
+		return "", err
+	}
+	r.TradeNo = ev.TradeNo
+	if err := a.insertRecord(ctx, tx, *ev, repository.BizRefundNotify, ev.RefundID, outcome); err != nil {
+		return "", err
+	}
+	if err := tx.InsertRefund(ctx, r, ev.RefundFen, ev.RefundIsTotal); err != nil {
+		return "", err
+	}
+	if exceeded != nil {
+		return outcome, tx.FlagAnomaly(ctx, *exceeded)
+	}
+	return outcome, nil
+}
+
+// refundUnapplied handles a refund whose payment is applied to no order: it is an anomaly's, or
+// waits for its payment, or is not ours. It turns ev into KindOther for the last.
+func (a *Applier) refundUnapplied(ctx context.Context, tx *repository.Tx, ev *payment.Event, r *payment.Refund) (payment.Outcome, error) {
+	an, err := tx.LockPaymentAnomaly(ctx, ev.Channel, ev.ChannelTxnID)
+	switch {
+	case err == nil:
+		ev.TradeNo = an.TradeNo
+		r.Status = payment.RefundAnomaly
+		return payment.OutcomeAnomalyRefunded, tx.MarkAnomalyRefunded(ctx, an.Kind, ev.Channel, ev.ChannelTxnID)
+	case !errors.Is(err, payment.ErrNotFound):
+		return "", err
+	case ev.TradeNo == "":
+		ev.Kind = payment.KindOther // names nothing of ours: acknowledged, journalled
+		return payment.OutcomeJournalled, nil
+	}
+	o, err := tx.LockOrder(ctx, ev.TradeNo)
+	if errors.Is(err, payment.ErrNotFound) {
+		return payment.OutcomeUnknownOrder, errUnknownOrder
+	} else if err != nil {
+		return "", err
+	}
+	r.Status = payment.RefundPending
+	return payment.OutcomeRefundPending, tx.AddRefundsPending(ctx, o.TradeNo, 1)
+}
+
+// settlePending counts in the refunds that arrived before this payment was recorded: against the
+// order when the payment applied, against its anomaly when it did not.
+func (a *Applier) settlePending(ctx context.Context, tx *repository.Tx, ev payment.Event, outcome payment.Outcome, o payment.Order, now time.Time) error {
+	pending, err := tx.LockPendingRefunds(ctx, ev.Channel, ev.ChannelTxnID)
+	if err != nil || len(pending) == 0 {
+		return err
+	}
+	refunded := o.RefundedFen
+	for _, p := range pending {
+		status, delta := payment.RefundAnomaly, int64(0)
+		switch {
+		case outcome.IsAnomaly():
+			if err := tx.MarkAnomalyRefunded(ctx, outcome, ev.Channel, ev.ChannelTxnID); err != nil {
+				return err
+			}
+		case refunded+refundDelta(p.StatedFen, p.StatedTotal, refunded) > o.AmountFen:
+			status = payment.RefundRefused
+			over := ev
+			over.RefundID, over.RefundFen, over.RefundIsTotal = p.RefundID, p.StatedFen, p.StatedTotal
+			o.RefundedFen = refunded
+			if err := tx.FlagAnomaly(ctx, refundAnomaly(o, over, refundDelta(p.StatedFen, p.StatedTotal, refunded), now)); err != nil {
+				return err
+			}
+		default:
+			status, delta = payment.RefundApplied, refundDelta(p.StatedFen, p.StatedTotal, refunded)
+			if ok, err := tx.AddRefunded(ctx, o.TradeNo, delta); err != nil {
+				return err
+			} else if !ok {
+				return errors.New("order changed under its row lock")
+			}
+			refunded += delta
+		}
+		if err := tx.SettleRefund(ctx, ev.Channel, p.RefundID, status, delta); err != nil {
+			return err
+		}
+		if err := tx.AddRefundsPending(ctx, p.TradeNo, -1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// refundDelta is what a refund adds to refunded_fen: its amount, or, when the channel states the
+// payment's running total, what that total adds to what is counted already (nothing for a
+// notice that arrives after a later one).
+func refundDelta(stated int64, isTotal bool, refunded int64) int64 {
+	if isTotal {
+		return max(0, stated-refunded)
+	}
+	return stated
+}
+
+// insertRecord writes the event's idempotent_record, final from birth. Returns
+// payment.ErrConflict when a twin's is there already.
+func (a *Applier) insertRecord(ctx context.Context, tx *repository.Tx, ev payment.Event, biz, key string, outcome payment.Outcome) error {
+	result, _ := json.Marshal(recordResult{Outcome: outcome, TradeNo: ev.TradeNo}) // cannot fail
+	return tx.InsertDoneRecord(ctx, biz, ev.Channel, key, hash(ev.Raw), result)
+}
+
+// journalOnly is the outcome of an event that changes no payment state: journalled, provided
+// its order exists here. For an unknown order nothing is written and the channel retries, as for
+// a payment: the notification may have outrun the order, or reached the wrong deployment.
+func journalOnly(ctx context.Context, tx *repository.Tx, ev *payment.Event) (payment.Outcome, error) {
+	if _, err := tx.LockOrder(ctx, ev.TradeNo); errors.Is(err, payment.ErrNotFound) {
+		return payment.OutcomeUnknownOrder, errUnknownOrder
+	} else if err != nil {
+		return "", err
+	}
+	return payment.OutcomeJournalled, nil
+}
+
+// classify explains why a payment did not match a WAIT_PAY order with its amount and currency,
+// or says it does match (an order whose pending refunds kept the fast update from matching).
+func classify(o payment.Order, ev payment.Event) payment.Outcome {
+	switch o.Status {
+	case payment.OrderClosed:
+		return payment.OutcomePaidAfterClose
+	case payment.OrderPaid:
+		if o.Channel == ev.Channel && o.ChannelTxnID == ev.ChannelTxnID {
+			return payment.OutcomeRepeat // applied before its record existed (repaired data)
+		}
+		return payment.OutcomeDuplicatePayment
+	}
+	if o.AmountFen == ev.AmountFen && o.Currency == ev.Currency {
+		return payment.OutcomeApplied
+	}
+	return payment.OutcomeAmountMismatch
+}
+
+func paymentAnomaly(outcome payment.Outcome, o payment.Order, ev payment.Event, now time.Time) payment.Anomaly {
+	expected := o.AmountFen
+	var detail string
+	switch outcome {
+	case payment.OutcomeAmountMismatch:
+		detail = fmt.Sprintf("order asks %d %s, channel paid %d %s", o.AmountFen, o.Currency, ev.AmountFen, ev.Currency)
+	case payment.OutcomePaidAfterClose:
+		detail = "payment arrived for a CLOSED order: refund or reopen by hand"
+	case payment.OutcomeDuplicatePayment:
+		detail = fmt.Sprintf("order already PAID by %s %s: refund this payment", o.Channel, o.ChannelTxnID)
+	}
+	return payment.Anomaly{
+		Kind: outcome, TradeNo: ev.TradeNo, Channel: ev.Channel, ChannelTxnID: ev.ChannelTxnID,
+		AmountFen: ev.AmountFen, Currency: ev.Currency, ExpectedAmountFen: &expected, Detail: detail, CreatedTime: now,
+	}
+}
+
+// refundAnomaly is a refund that would pass what was paid. It is keyed by the refund's id, so
+// every such refund is flagged once.
+func refundAnomaly(o payment.Order, ev payment.Event, delta int64, now time.Time) payment.Anomaly {
+	left := o.AmountFen - o.RefundedFen
+	return payment.Anomaly{
+		Kind: payment.OutcomeRefundExceedsPayment, TradeNo: o.TradeNo, Channel: ev.Channel, ChannelTxnID: ev.RefundID,
+		AmountFen: delta, Currency: ev.Currency, ExpectedAmountFen: &left, CreatedTime: now,
+		Detail: fmt.Sprintf("refund %s of payment %s adds %d, but only %d of %d paid is left to refund: order untouched",
+			ev.RefundID, o.ChannelTxnID, delta, left, o.AmountFen),
+	}
+}
+
+// recordResult is the result_json of a payment's or a refund's idempotent_record.
+type recordResult struct {
+	Outcome payment.Outcome `json:"outcome"`
+	TradeNo string          `json:"trade_no"`
+}
+
+// recordOf names the idempotent_record that makes an event apply once: a payment's is keyed by
+// its channel transaction id, a refund's by the channel's refund id. Other events have none.
+func recordOf(ev payment.Event) (biz, key string) {
+	switch ev.Kind {
+	case payment.KindPaid:
+		return repository.BizPayNotify, ev.ChannelTxnID
+	case payment.KindRefund:
+		return repository.BizRefundNotify, ev.RefundID
+	}
+	return "", ""
+}
+
+// markerKeys names an event's done markers, the most telling first: a payment or refund by its
+// record key, then every event by its notification id (its journal key).
+func markerKeys(ev payment.Event) []string {
+	note := "note:" + ev.Channel + ":" + ev.NotifyID
+	switch ev.Kind {
+	case payment.KindPaid:
+		return []string{"pay:" + ev.Channel + ":" + ev.ChannelTxnID, note}
+	case payment.KindRefund:
+		return []string{"refund:" + ev.Channel + ":" + ev.RefundID, note}
+	}
+	return []string{note}
+}
+
+func hash(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}

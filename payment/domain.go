@@ -1,0 +1,108 @@
+package payment
+
+import (
+	"errors"
+	"time"
+)
+
+// The sentinels every layer shares. repository turns MySQL's errors into them, the services
+// return them wrapped, and handlers maps them to HTTP answers in one table.
+var (
+	// ErrNotFound: the row asked for does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: a unique key already holds this row (a repeat, or a lost race).
+	ErrConflict = errors.New("conflict")
+	// ErrInFlight: a twin of this request or notification is being worked on right now; ask again.
+	ErrInFlight = errors.New("in flight")
+	// ErrOutOfStock: the stock row exists but holds fewer units than asked.
+	ErrOutOfStock = errors.New("out of stock")
+)
+
+// Order statuses.
+const (
+	OrderWaitPay = "WAIT_PAY"
+	OrderPaid    = "PAID"
+	OrderClosed  = "CLOSED"
+)
+
+// Order is one of our orders. Channel, ChannelTxnID and PaidTime are set once it is PAID;
+// RefundedFen is what the channels have refunded of that payment so far; RefundsPending counts
+// refunds that arrived before the payment they undo was applied.
+type Order struct {
+	TradeNo        string
+	UserID         int64
+	SKU            string
+	Num            int
+	AmountFen      int64
+	Currency       string
+	Status         string
+	Channel        string
+	ChannelTxnID   string
+	PaidTime       *time.Time
+	RefundedFen    int64
+	RefundsPending int
+	CreateTime     time.Time
+	UpdateTime     time.Time
+}
+
+// Stock is a SKU's level and unit price.
+type Stock struct {
+	SKU      string
+	Num      int
+	PriceFen int64
+}
+
+// Anomaly statuses.
+const (
+	AnomalyOpen     = "open"     // needs a person
+	AnomalyRefunded = "refunded" // the channel has refunded the payment it is about
+)
+
+// Anomaly is a verified payment or refund that was recorded but not applied.
+type Anomaly struct {
+	Kind              Outcome
+	TradeNo           string
+	Channel           string
+	ChannelTxnID      string
+	AmountFen         int64
+	Currency          string
+	ExpectedAmountFen *int64
+	Detail            string
+	Status            string
+	CreatedTime       time.Time
+}
+
+// Refund statuses.
+const (
+	RefundApplied = "APPLIED" // counted in its order's refunded_fen
+	RefundPending = "PENDING" // its payment is not applied yet; counted when it is
+	RefundAnomaly = "ANOMALY" // refunds a payment that was never applied (see the anomaly)
+	RefundRefused = "REFUSED" // would exceed what was paid: REFUND_EXCEEDS_PAYMENT
+)
+
+// Refund is one refund a channel told us about, once per channel refund id.
+type Refund struct {
+	Channel      string
+	RefundID     string
+	TradeNo      string
+	ChannelTxnID string // the payment it undoes
+	AmountFen    int64  // what this refund added to the order's refunded_fen
+	Currency     string
+	Status       string
+	CreatedTime  time.Time
+}
+
+// Notification is one journalled notification, without its raw body.
+type Notification struct {
+	Channel       string
+	NotifyID      string
+	TradeNo       string
+	ChannelTxnID  string
+	Event         Kind
+	ChannelStatus string
+	AmountFen     int64
+	Currency      string
+	Subject       string
+	Outcome       Outcome
+	ReceivedTime  time.Time
+}
