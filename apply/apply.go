@@ -299,10 +299,8 @@ func (a *Applier) refund(ctx context.Context, tx *repository.Tx, ev *payment.Eve
 			exceeded = &an
 			break
 		}
-		if ok, err := tx.AddRefunded(ctx, o.TradeNo, delta); err != nil {
+		if err := addRefunded(ctx, tx, o.TradeNo, delta); err != nil {
 			return "", err
-		} else if !ok {
-			return "", errors.New("order changed under its row lock")
 		}
 		outcome, r.Status, r.AmountFen = payment.OutcomeRefunded, payment.RefundApplied, delta
 	case errors.Is(err, payment.ErrNotFound):
@@ -357,30 +355,24 @@ func (a *Applier) settlePending(ctx context.Context, tx *repository.Tx, ev payme
 	if err != nil || len(pending) == 0 {
 		return err
 	}
-	refunded := o.RefundedFen
 	for _, p := range pending {
 		status, delta := payment.RefundAnomaly, int64(0)
-		switch {
-		case outcome.IsAnomaly():
+		if outcome.IsAnomaly() {
 			if err := tx.MarkAnomalyRefunded(ctx, outcome, ev.Channel, ev.ChannelTxnID); err != nil {
 				return err
 			}
-		case refunded+refundDelta(p.StatedFen, p.StatedTotal, refunded) > o.AmountFen:
-			status = payment.RefundRefused
+		} else if delta = refundDelta(p.StatedFen, p.StatedTotal, o.RefundedFen); o.RefundedFen+delta > o.AmountFen {
 			over := ev
 			over.RefundID, over.RefundFen, over.RefundIsTotal = p.RefundID, p.StatedFen, p.StatedTotal
-			o.RefundedFen = refunded
-			if err := tx.FlagAnomaly(ctx, refundAnomaly(o, over, refundDelta(p.StatedFen, p.StatedTotal, refunded), now)); err != nil {
+			if err := tx.FlagAnomaly(ctx, refundAnomaly(o, over, delta, now)); err != nil {
 				return err
 			}
-		default:
-			status, delta = payment.RefundApplied, refundDelta(p.StatedFen, p.StatedTotal, refunded)
-			if ok, err := tx.AddRefunded(ctx, o.TradeNo, delta); err != nil {
+			status, delta = payment.RefundRefused, 0
+		} else {
+			if err := addRefunded(ctx, tx, o.TradeNo, delta); err != nil {
 				return err
-			} else if !ok {
-				return errors.New("order changed under its row lock")
 			}
-			refunded += delta
+			status, o.RefundedFen = payment.RefundApplied, o.RefundedFen+delta
 		}
 		if err := tx.SettleRefund(ctx, ev.Channel, p.RefundID, status, delta); err != nil {
 			return err
@@ -388,6 +380,20 @@ func (a *Applier) settlePending(ctx context.Context, tx *repository.Tx, ev payme
 		if err := tx.AddRefundsPending(ctx, p.TradeNo, -1); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// addRefunded grows a locked order's refunded_fen; the caller has checked it stays within what
+// was paid, so a refusal here means the row changed under its lock.
+func addRefunded(ctx context.Context, tx *repository.Tx, tradeNo string, delta int64) error {
+	if delta == 0 {
+		return nil // an older running total: nothing to add
+	}
+	if ok, err := tx.AddRefunded(ctx, tradeNo, delta); err != nil {
+		return err
+	} else if !ok {
+		return errors.New("order changed under its row lock")
 	}
 	return nil
 }
