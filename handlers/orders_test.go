@@ -304,3 +304,112 @@ func TestCreateOrderAfterRecordPurge(t *testing.T) {
 		t.Fatalf("replay: %d %s", r.code, r.body)
 	}
 }
+
+// problemType reads the RFC 9457 type of a problem answer.
+func problemType(t *testing.T, r response) string {
+	t.Helper()
+	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/problem+json") {
+		t.Fatalf("content type %q of %d %s, want application/problem+json", ct, r.code, r.body)
+	}
+	var p struct {
+		Type   string `json:"type"`
+		Status int    `json:"status"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &p); err != nil || p.Status != r.code {
+		t.Fatalf("problem %s: %v (status field %d, HTTP %d)", r.body, err, p.Status, r.code)
+	}
+	return p.Type
+}
+
+// Every situation a client acts on differently has its own problem type, so a client can branch
+// on type alone; the two 409s that mean "ask again" and "never again" are told apart.
+func TestProblemTypesTellSituationsApart(t *testing.T) {
+	h := newHarness(t, options{})
+	h.putStock("A-100", 10, 1999)
+	h.putStock("ONE", 1, 100)
+	canonical, _ := orders.Canonical([]byte(orderBody))
+	if _, err := h.db.Claim(t.Context(), "order_create", "order-service", "busy", orders.RequestHash("POST", "/v1/orders", canonical), "someone-else"); err != nil {
+		t.Fatal(err)
+	}
+	_ = h.create(testToken, "take-one", `{"user_id":1,"sku":"ONE","num":1}`)
+	_ = h.create(testToken, "used", orderBody)
+
+	cases := []struct {
+		name     string
+		r        response
+		code     int
+		typ      string
+		replayed bool
+	}{
+		{"in flight", h.create(testToken, "busy", orderBody), 409, "urn:paygw:problem:in-flight", false},
+		{"key reused", h.create(testToken, "used", `{"user_id":7,"sku":"A-100","num":1}`), 422, "urn:paygw:problem:idempotency-key-reused", false},
+		{"out of stock", h.create(testToken, "none-left", `{"user_id":1,"sku":"ONE","num":1}`), 409, "urn:paygw:problem:out-of-stock", false},
+		{"out of stock, replayed", h.create(testToken, "none-left", `{"user_id":1,"sku":"ONE","num":1}`), 409, "urn:paygw:problem:out-of-stock", true},
+		{"unknown sku", h.create(testToken, "nosku", `{"user_id":1,"sku":"NOPE","num":1}`), 404, "urn:paygw:problem:unknown-sku", false},
+		{"invalid", h.create(testToken, "bad", `{"user_id":0,"sku":"A-100","num":1}`), 400, "urn:paygw:problem:invalid-request", false},
+		{"no key", h.create(testToken, "", orderBody), 400, "urn:paygw:problem:invalid-request", false},
+		{"unauthorized", h.create("", "k", orderBody), 401, "urn:paygw:problem:unauthorized", false},
+		{"not found", h.do("GET", "/v1/orders/PNOSUCH", testToken, nil, ""), 404, "urn:paygw:problem:not-found", false},
+	}
+	for _, c := range cases {
+		if c.r.code != c.code || problemType(t, c.r) != c.typ {
+			t.Errorf("%s: %d %s, want %d with type %s", c.name, c.r.code, c.r.body, c.code, c.typ)
+		}
+		if got := c.r.header.Get("Idempotent-Replayed") == "true"; got != c.replayed {
+			t.Errorf("%s: replayed = %v, want %v", c.name, got, c.replayed)
+		}
+	}
+	if r := cases[0].r; r.header.Get("Retry-After") == "" {
+		t.Errorf("in flight without Retry-After")
+	}
+
+	t.Run("key used while return_original_result is false", func(t *testing.T) {
+		h := newHarness(t, options{noOriginal: true})
+		h.putStock("A-100", 10, 1999)
+		_ = h.create(testToken, "k", orderBody)
+		r := h.create(testToken, "k", orderBody)
+		if r.code != 409 || problemType(t, r) != "urn:paygw:problem:idempotency-key-used" || r.header.Get("Retry-After") != "" {
+			t.Fatalf("repeat: %d %s (Retry-After %q)", r.code, r.body, r.header.Get("Retry-After"))
+		}
+	})
+}
+
+// A record lost to retention is adopted from the order's own unique key; the adoption obeys the
+// same rules as a replay: return_original_result, and the request hash.
+func TestAdoptedOrderObeysReplayRules(t *testing.T) {
+	purge := func(h *harness) string {
+		h.putStock("A-100", 10, 1999)
+		first := h.create(testToken, "purged", orderBody)
+		if first.code != 201 {
+			t.Fatalf("create: %d %s", first.code, first.body)
+		}
+		h.exec(`DELETE FROM idempotent_record`)
+		return first.body
+	}
+	t.Run("another body gets 422, never the old order; the original body still gets it", func(t *testing.T) {
+		h := newHarness(t, options{})
+		original := purge(h)
+		r := h.create(testToken, "purged", `{"user_id":5,"sku":"A-100","num":3}`)
+		if r.code != 422 || problemType(t, r) != "urn:paygw:problem:idempotency-key-reused" || strings.Contains(r.body, "trade_no") {
+			t.Fatalf("other body after the purge: %d %s", r.code, r.body)
+		}
+		if r := h.create(testToken, "purged", orderBody); r.code != 201 || r.body != original {
+			t.Fatalf("original body after the adoption: %d %s, want %s", r.code, r.body, original)
+		}
+		if o, s := h.count(`SELECT COUNT(*) FROM orders`), h.stockNum("A-100"); o != 1 || s != 9 {
+			t.Fatalf("orders, stock = %d, %d; want 1, 9", o, s)
+		}
+	})
+	t.Run("return_original_result false: 409 naming the order", func(t *testing.T) {
+		h := newHarness(t, options{noOriginal: true})
+		original := purge(h)
+		var o struct {
+			TradeNo string `json:"trade_no"`
+		}
+		_ = json.Unmarshal([]byte(original), &o)
+		r := h.create(testToken, "purged", orderBody)
+		if r.code != 409 || problemType(t, r) != "urn:paygw:problem:idempotency-key-used" || o.TradeNo == "" || !strings.Contains(r.body, o.TradeNo) {
+			t.Fatalf("after the purge: %d %s (original %s)", r.code, r.body, original)
+		}
+	})
+}
