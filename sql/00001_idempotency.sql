@@ -1,5 +1,5 @@
 -- +goose Up
--- The field report's idempotency table. uk_idem_key is the final defence: it holds when Redis is
+-- The idempotency table. uk_idem_key is the final defence: it holds when Redis is
 -- down, the process restarts or two requests race. scope keeps two clients' keys (or two channels'
 -- transaction ids) apart; the binary collation keeps "Key" and "key" apart.
 CREATE TABLE idempotent_record (
