@@ -253,11 +253,7 @@ func (s *Service) replay(ctx context.Context, r Request, rec repository.Record) 
 		}
 		return nil, &Done{TradeNo: o.TradeNo}
 	}
-	code := 200
-	if rec.ResponseCode != nil {
-		code = *rec.ResponseCode
-	}
-	return &Result{Code: code, Body: []byte(derefString(rec.ResultJSON)), Replayed: true}, nil
+	return &Result{Code: rec.ResponseCode, Body: []byte(rec.ResultJSON), Replayed: true}, nil
 }
 
 // create runs the business transaction; with a claim, the record's final result commits in it
@@ -334,11 +330,4 @@ func derefResult(r *Result) Result {
 		return Result{}
 	}
 	return *r
-}
-
-func derefString(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }

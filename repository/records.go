@@ -2,6 +2,7 @@ package repository
 
 import (
 	"context"
+	"database/sql"
 	"time"
 )
 
@@ -19,33 +20,55 @@ const (
 	BizRefundNotify = "refund_notify"
 )
 
-// Record is one idempotent_record row. (Key, BizType, Scope) is uk_idem_key. It is storage's own
-// shape (no domain type stands for it), so its fields carry the column tags.
+// Record is an idempotent_record: (Key, BizType, Scope) is uk_idem_key. It belongs to storage
+// (no domain type stands for it); ResultJSON and ResponseCode are what a final record replays.
 type Record struct {
-	ID           int64     `db:"id"`
-	Key          string    `db:"idem_key"`
-	BizType      string    `db:"biz_type"`
-	Scope        string    `db:"scope"`
-	RequestHash  string    `db:"request_hash"`
-	Status       int       `db:"status"`
-	ResultJSON   *string   `db:"result_json"`
-	ResponseCode *int      `db:"response_code"`
-	LockToken    *string   `db:"lock_token"`
-	CreateTime   time.Time `db:"create_time"`
-	UpdateTime   time.Time `db:"update_time"`
+	ID           int64
+	Key          string
+	BizType      string
+	Scope        string
+	RequestHash  string
+	Status       int
+	ResultJSON   string
+	ResponseCode int // 0 while processing
+	CreateTime   time.Time
+	UpdateTime   time.Time
+}
+
+// recordRow is one idempotent_record row as MySQL returns it.
+type recordRow struct {
+	ID           int64          `db:"id"`
+	Key          string         `db:"idem_key"`
+	BizType      string         `db:"biz_type"`
+	Scope        string         `db:"scope"`
+	RequestHash  string         `db:"request_hash"`
+	Status       int            `db:"status"`
+	ResultJSON   sql.NullString `db:"result_json"`
+	ResponseCode sql.NullInt32  `db:"response_code"`
+	CreateTime   time.Time      `db:"create_time"`
+	UpdateTime   time.Time      `db:"update_time"`
 }
 
 const recordColumns = `id, idem_key, biz_type, scope, request_hash, status, result_json, response_code,
-	lock_token, create_time, update_time`
+	create_time, update_time`
+
+func (r recordRow) record() Record {
+	return Record{
+		ID: r.ID, Key: r.Key, BizType: r.BizType, Scope: r.Scope, RequestHash: r.RequestHash, Status: r.Status,
+		ResultJSON: r.ResultJSON.String, ResponseCode: int(r.ResponseCode.Int32), CreateTime: r.CreateTime, UpdateTime: r.UpdateTime,
+	}
+}
 
 // GetRecord reads a record outside any transaction, so it sees the latest committed row.
 // Returns payment.ErrNotFound if there is none.
 func (db *DB) GetRecord(ctx context.Context, bizType, scope, key string) (Record, error) {
 	const q = `SELECT ` + recordColumns + ` FROM idempotent_record
 		WHERE idem_key = ? AND biz_type = ? AND scope = ?`
-	var r Record
-	err := db.x.GetContext(ctx, &r, q, key, bizType, scope)
-	return r, notFound(err)
+	var r recordRow
+	if err := db.x.GetContext(ctx, &r, q, key, bizType, scope); err != nil {
+		return Record{}, notFound(err)
+	}
+	return r.record(), nil
 }
 
 // Claim inserts a processing record owned by token and commits it at once, before any business
