@@ -64,7 +64,7 @@ chaos:
 clean:
 	rm -rf bin/
 
-# Load test with ceiling ratios (issue 4): the real gateway against the raw-SQL and verify-only
+# Load test with ceiling ratios: the real gateway against the raw-SQL and verify-only
 # ceilings on the same MariaDB and the tool's own Redis. BENCH_SCALE=0.1 for a quick run.
 bench: services
 	go run ./cmd/paygw-load --mysql 'root@tcp(127.0.0.1:$(MYSQL_PORT))/'

@@ -34,6 +34,7 @@ type Guard struct {
 	prefix string
 	log    zerolog.Logger
 
+	now       func() time.Time
 	mu        sync.Mutex
 	downUntil time.Time
 }
@@ -45,6 +46,10 @@ type Options struct {
 	DB       int
 	Prefix   string
 	Timeout  time.Duration // per dial, read and write; default 300ms
+
+	// Now is the clock the skip interval is measured by; default time.Now. A test sets it to
+	// step past the interval instead of sleeping through it.
+	Now func() time.Time
 }
 
 // New builds a guard with short timeouts: Redis is a fast path, never worth waiting for.
@@ -68,7 +73,11 @@ func New(o Options, log zerolog.Logger) *Guard {
 	if prefix == "" {
 		prefix = "paygw:"
 	}
-	return &Guard{rdb: rdb, prefix: prefix, log: log}
+	now := o.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Guard{rdb: rdb, prefix: prefix, log: log, now: now}
 }
 
 func (g *Guard) Close() error { return g.rdb.Close() }
@@ -256,7 +265,7 @@ func (g *Guard) MarkDoneAndRelease(ctx context.Context, l *Lock, value string, t
 func (g *Guard) skipping() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return time.Now().Before(g.downUntil)
+	return g.now().Before(g.downUntil)
 }
 
 // failed starts a skip interval and warns once for it. A request that gave up (its context
@@ -266,7 +275,7 @@ func (g *Guard) failed(ctx context.Context, err error) error {
 		return ErrUnavailable
 	}
 	g.mu.Lock()
-	now := time.Now()
+	now := g.now()
 	warn := !now.Before(g.downUntil)
 	g.downUntil = now.Add(retryInterval)
 	g.mu.Unlock()

@@ -62,17 +62,16 @@ func TestReleaseDoesNotDeleteAnotherOwnersLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(3 * time.Second)
+	// Redis expires the key by its own clock: wait for it, with a deadline, to let B in.
 	var b *guard.Lock
-	for b == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("lock A did not expire after its 150ms TTL")
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !eventually(func() bool {
 		b, err = g.Acquire(ctx, "order", 10*time.Second)
 		if err != nil && !errors.Is(err, guard.ErrHeld) {
 			t.Fatal(err)
 		}
+		return b != nil
+	}) {
+		t.Fatal("lock A did not expire after its 150ms TTL")
 	}
 
 	a.Release(ctx) // A's TTL ended; the key is B's now and must survive
@@ -110,13 +109,35 @@ func TestDoneMarkDone(t *testing.T) {
 		t.Fatalf("Acquire of a name that has a done marker: %v", err)
 	}
 
-	g.MarkDone(ctx, "short", "v", 150*time.Millisecond)
-	if _, ok, err := g.Done(ctx, "short"); err != nil || !ok {
-		t.Fatalf("Done(short) right after MarkDone = %v, %v", ok, err)
+	// A marker ends with its TTL, by Redis's clock: wait for that, with a deadline.
+	const ttl = 150 * time.Millisecond
+	marked := time.Now()
+	g.MarkDone(ctx, "short", "v", ttl)
+	// Missing is wrong only while the TTL cannot have run out yet (a stalled box may pass it).
+	if _, ok, err := g.Done(ctx, "short"); err != nil || (!ok && time.Since(marked) < ttl) {
+		t.Fatalf("Done(short) right after MarkDone = %v, %v; want it there until its TTL", ok, err)
 	}
-	time.Sleep(300 * time.Millisecond)
-	if v, ok, err := g.Done(ctx, "short"); err != nil || ok {
-		t.Fatalf("Done(short) after its TTL = %q, %v, %v; want missing", v, ok, err)
+	if !eventually(func() bool {
+		_, ok, err := g.Done(ctx, "short")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return !ok
+	}) {
+		t.Fatalf("Done(short) still there %s after MarkDone with a %s TTL", time.Since(marked).Round(time.Millisecond), ttl)
+	}
+}
+
+// eventually reports whether cond holds within 5 s, polling it: for what Redis does on its own
+// clock (expiring keys), which a test can wait for but not step.
+func eventually(cond func() bool) bool {
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
 	}
 }
 
@@ -133,12 +154,9 @@ func TestRedisDown(t *testing.T) {
 	if l, err := g.Acquire(ctx, "x", time.Second); !errors.Is(err, guard.ErrUnavailable) || l != nil {
 		t.Fatalf("Acquire = %v, %v; want nil, ErrUnavailable", l, err)
 	}
-	start := time.Now()
-	_, _, err := g.Done(ctx, "x")
-	if took := time.Since(start); took >= 50*time.Millisecond {
-		t.Errorf("Done during the skip interval took %s; want it to skip Redis", took)
-	}
-	if !errors.Is(err, guard.ErrUnavailable) {
+	// Connection refused costs no time, so this cannot tell a skip from a try: TestSkipInterval
+	// counts the connections.
+	if _, _, err := g.Done(ctx, "x"); !errors.Is(err, guard.ErrUnavailable) {
 		t.Fatalf("Done = %v; want ErrUnavailable", err)
 	}
 	g.MarkDone(ctx, "x", "v", time.Second) // must not panic
@@ -179,15 +197,21 @@ func TestReleaseOnFailingRedis(t *testing.T) {
 	}
 }
 
-// silentRedis accepts connections and never answers, so every command costs a full timeout;
-// it counts the connections made to it.
-func silentRedis(tb testing.TB) (addr string, dials *atomic.Int32) {
+// silentRedis accepts connections and never answers, so every command costs a full timeout.
+type silentRedis struct {
+	addr     string
+	accepted chan net.Conn
+	counted  int // connections from others than dials, seen so far
+}
+
+func newSilentRedis(tb testing.TB) *silentRedis {
 	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	dials = new(atomic.Int32)
+	s := &silentRedis{addr: ln.Addr().String(), accepted: make(chan net.Conn, 64)}
+	stop := make(chan struct{})
 	var (
 		mu    sync.Mutex
 		conns []net.Conn
@@ -198,13 +222,18 @@ func silentRedis(tb testing.TB) (addr string, dials *atomic.Int32) {
 			if err != nil {
 				return
 			}
-			dials.Add(1)
 			mu.Lock()
-			conns = append(conns, c)
+			conns = append(conns, c) // held open, unanswered, until the test ends
 			mu.Unlock()
+			select {
+			case s.accepted <- c:
+			case <-stop:
+				return
+			}
 		}
 	}()
 	tb.Cleanup(func() {
+		close(stop)
 		ln.Close()
 		mu.Lock()
 		defer mu.Unlock()
@@ -212,29 +241,68 @@ func silentRedis(tb testing.TB) (addr string, dials *atomic.Int32) {
 			c.Close()
 		}
 	})
-	return ln.Addr().String(), dials
+	return s
 }
 
-// settle gives the accept loop time to count a connection that was made.
-func settle() { time.Sleep(100 * time.Millisecond) }
+// dials returns how many connections others have made so far. It connects once itself and counts
+// what the listener accepts until its own connection: the kernel hands connections to Accept in
+// the order they were established, so every one made before this call is counted, with no sleep.
+func (s *silentRedis) dials(t *testing.T) int {
+	t.Helper()
+	probe, err := net.Dial("tcp", s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case c := <-s.accepted:
+			if c.RemoteAddr().String() == probe.LocalAddr().String() {
+				return s.counted
+			}
+			s.counted++
+		case <-timeout:
+			t.Fatal("the silent Redis did not accept a connection within 10 s")
+		}
+	}
+}
+
+// clock is a settable clock for guard.Options.Now.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
 
 func TestSkipInterval(t *testing.T) {
 	ctx := context.Background()
-	addr, dials := silentRedis(t)
-	g := guard.New(guard.Options{Addr: addr}, testenv.Logger(t))
+	redis := newSilentRedis(t)
+	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	g := guard.New(guard.Options{Addr: redis.addr, Now: clk.Now}, testenv.Logger(t))
 	t.Cleanup(func() { g.Close() })
 
 	if _, err := g.Acquire(ctx, "x", time.Second); !errors.Is(err, guard.ErrUnavailable) {
 		t.Fatalf("Acquire = %v; want ErrUnavailable", err)
 	}
-	failedAt := time.Now() // the interval starts when the failure is seen, after the timeout
-	settle()
-	if n := dials.Load(); n != 1 {
+	if n := redis.dials(t); n != 1 {
 		t.Fatalf("%d connections after the first call; want 1", n)
 	}
 
-	// Within the interval nothing goes to Redis.
-	start := time.Now()
+	// Until the interval ends nothing goes to Redis. The clock stands still while the calls
+	// run, so the last instant of the interval is tested however slow the box is.
+	clk.Advance(guard.RetryInterval - time.Nanosecond)
 	if _, err := g.Acquire(ctx, "x", time.Second); !errors.Is(err, guard.ErrUnavailable) {
 		t.Fatalf("second Acquire = %v; want ErrUnavailable", err)
 	}
@@ -242,11 +310,7 @@ func TestSkipInterval(t *testing.T) {
 		t.Fatalf("Done = %v; want ErrUnavailable", err)
 	}
 	g.MarkDone(ctx, "x", "v", time.Second)
-	if took := time.Since(start); took >= 50*time.Millisecond {
-		t.Errorf("calls in the skip interval took %s; want them to skip Redis", took)
-	}
-	settle()
-	if n := dials.Load(); n != 1 {
+	if n := redis.dials(t); n != 1 {
 		t.Fatalf("%d connections after calls in the skip interval; want still 1", n)
 	}
 
@@ -254,18 +318,16 @@ func TestSkipInterval(t *testing.T) {
 	if err := g.Ping(ctx); !errors.Is(err, guard.ErrUnavailable) {
 		t.Fatalf("Ping = %v; want ErrUnavailable", err)
 	}
-	settle()
-	if n := dials.Load(); n != 2 {
+	if n := redis.dials(t); n != 2 {
 		t.Fatalf("%d connections after Ping; want 2", n)
 	}
 
-	// After the interval Redis is tried again.
-	time.Sleep(time.Until(failedAt.Add(1100 * time.Millisecond)))
+	// Once the interval is over Redis is tried again.
+	clk.Advance(time.Nanosecond)
 	if _, _, err := g.Done(ctx, "x"); !errors.Is(err, guard.ErrUnavailable) {
 		t.Fatalf("Done after the interval = %v; want ErrUnavailable", err)
 	}
-	settle()
-	if n := dials.Load(); n != 3 {
+	if n := redis.dials(t); n != 3 {
 		t.Fatalf("%d connections after the interval; want 3 (Redis retried)", n)
 	}
 }

@@ -117,8 +117,9 @@ func canonicalObject(dec *json.Decoder, out *bytes.Buffer, depth int) error {
 	return nil
 }
 
-// RequestHash is the request_hash of the field report: SHA-256 over method, route and the
-// canonical body, each separated by a newline.
+// RequestHash identifies a create call for its idempotency key: stored as the record's (and the
+// order's) request_hash, a repeat of the key with another hash is a reused key. It is SHA-256
+// over method, route and the canonical body, each separated by a newline.
 func RequestHash(method, route string, canonical []byte) string {
 	h := sha256.New()
 	h.Write([]byte(method + "\n" + route + "\n"))

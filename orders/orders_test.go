@@ -8,6 +8,7 @@ import (
 
 	"github.com/paygw/paygw/internal/testenv"
 	"github.com/paygw/paygw/payment"
+	"github.com/paygw/paygw/repository"
 )
 
 // crash stands for the process dying: a panic unwinds without running our error paths (no
@@ -71,10 +72,7 @@ func TestCrashBetweenClaimAndCommitThenSweep(t *testing.T) {
 			if n, err := db.SweepProcessing(ctx, 10*time.Minute); err != nil || n != 0 {
 				t.Fatalf("sweep with a long timeout: %d, %v", n, err)
 			}
-			time.Sleep(20 * time.Millisecond)
-			if n, err := db.SweepProcessing(ctx, 10*time.Millisecond); err != nil || n != 1 {
-				t.Fatalf("sweep: %d, %v; want 1", n, err)
-			}
+			sweepUntilFailed(t, db)
 
 			// The retry takes the failed record over and runs once.
 			res, err := s.Create(ctx, req)
@@ -118,10 +116,7 @@ func TestFencedCompletionRollsBack(t *testing.T) {
 			var retried Result
 			s.afterClaim = func() {
 				s.afterClaim = nil
-				time.Sleep(20 * time.Millisecond)
-				if _, err := db.SweepProcessing(ctx, 10*time.Millisecond); err != nil {
-					t.Error(err)
-				}
+				sweepUntilFailed(t, db)
 				var err error
 				if retried, err = s.Create(ctx, req); err != nil || retried.Code != 201 {
 					t.Errorf("the retry: %+v, %v", retried, err)
@@ -140,6 +135,26 @@ func TestFencedCompletionRollsBack(t *testing.T) {
 				t.Fatalf("records holding the 201 = %d, want 1", n)
 			}
 		})
+	}
+}
+
+// sweepUntilFailed sweeps with a 10 ms timeout until a sweep fails the one processing record.
+// SweepProcessing reads the database's clock (NOW(3)), which a test cannot step: it waits, with
+// a deadline, for that clock to pass the timeout instead of sleeping a guessed while.
+func sweepUntilFailed(t *testing.T, db *repository.DB) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		n, err := db.SweepProcessing(context.Background(), 10*time.Millisecond)
+		switch {
+		case err != nil:
+			t.Fatalf("sweep: %v", err)
+		case n == 1:
+			return
+		case n > 1:
+			t.Fatalf("sweep failed %d records; want the one", n)
+		case time.Now().After(deadline):
+			t.Fatal("no sweep with a 10 ms timeout failed the processing record within 10 s")
+		}
 	}
 }
 

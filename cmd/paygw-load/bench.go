@@ -158,7 +158,7 @@ func (b *bench) run(ctx context.Context) error {
 		return fmt.Errorf("sign: %w", err)
 	}
 	sets := map[string]*set{}
-	off := 0
+	off, seedStart := 0, time.Now()
 	for _, s := range sizes {
 		sets[s.name] = &set{name: s.name, msgs: msgs[off : off+s.n], events: events[off : off+s.n]}
 		if err := b.admin.seedOrders(ctx, s.db, all[off:off+s.n]); err != nil {
@@ -166,7 +166,7 @@ func (b *bench) run(ctx context.Context) error {
 		}
 		off += s.n
 	}
-	b.logf("seeded %d WAIT_PAY orders", len(all))
+	b.logf("seeded %d WAIT_PAY orders in %.1fs", len(all), time.Since(seedStart).Seconds())
 	if b.background, err = b.admin.background(ctx, 2*time.Second); err != nil {
 		return err
 	}
@@ -536,7 +536,7 @@ func (b *bench) report() error {
 		fmt.Fprintf(w, "%-30s %8.3f  %-20s %s\n", f.key, f.value, f.target, mark)
 	}
 	if b.opts.growthRows < 10_000_000 {
-		fmt.Fprintf(w, "\nnote: growth measured with %d rows, not the issue's 10 M (BENCH_SCALE=1 runs 10 M)\n", b.opts.growthRows)
+		fmt.Fprintf(w, "\nnote: growth measured with %d rows, not the full-scale 10 M (BENCH_SCALE=1 runs 10 M)\n", b.opts.growthRows)
 	}
 	for _, name := range []string{"unique", "repeat", "growth_unique"} {
 		if top, ok := b.profiles[name]; ok {

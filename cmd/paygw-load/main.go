@@ -1,9 +1,11 @@
 // Command paygw-load is `make bench`: it measures the gateway under load next to the ceilings
-// of the same MariaDB and Redis, in one run, and reports the ratios issue 4 asks for.
+// of the same MariaDB and Redis, in one run, and reports each scenario's throughput as a ratio
+// of the ceiling that bounds it, with the target each ratio is held to.
 //
 // It starts its own redis-server (so it can stop it), uses a dedicated database paygw_bench on
-// the shared MariaDB, builds and starts the real gateway binary, seeds WAIT_PAY orders directly,
-// pre-signs every notification, then drives the gateway over loopback at a fixed concurrency.
+// the shared MariaDB, builds and starts the real gateway binary, seeds WAIT_PAY orders through
+// the repository, pre-signs every notification, then drives the gateway over loopback at a fixed
+// concurrency.
 // Every process it starts is stopped on the way out, on error and on SIGINT too.
 package main
 

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -23,7 +22,7 @@ const (
 	growthDB = "paygw_bench_growth"
 )
 
-// admin is the load tool's own connection to MariaDB: schema set-up, seeding, Questions.
+// admin is the load tool's own connection to MariaDB: databases, the growth table, Questions.
 type admin struct {
 	server string // DSN without a database
 	db     *sql.DB
@@ -50,7 +49,7 @@ func openAdmin(ctx context.Context, serverDSN string) (*admin, error) {
 	return &admin{server: cfg.FormatDSN(), db: db}, nil
 }
 
-// benchDSN is the DSN of the bench database, as the gateway and the raw client use it.
+// dsn is the DSN of one of the bench's databases, as the gateway and the raw ceiling use it.
 func (a *admin) dsn(name string) string {
 	cfg, _ := mysql.ParseDSN(a.server)
 	cfg.DBName = name
@@ -114,33 +113,36 @@ type order struct {
 	amountFen int64
 }
 
-// seedOrders inserts WAIT_PAY orders with multi-row INSERTs.
+// seedOrders inserts WAIT_PAY orders with the repository's own InsertOrder, so they are the
+// rows the gateway's create makes; a thousand to a transaction, four transactions at a time.
 func (a *admin) seedOrders(ctx context.Context, db string, orders []order) error {
-	const per = 1000
-	now := time.Now().UTC().Truncate(time.Millisecond)
-	for i := 0; i < len(orders); i += per {
-		chunk := orders[i:min(i+per, len(orders))]
-		var b strings.Builder
-		b.WriteString("INSERT INTO " + db + ".orders (trade_no, user_id, sku, num, amount_fen, currency, status, create_time, update_time) VALUES ")
-		args := make([]any, 0, len(chunk)*5)
-		for j, o := range chunk {
-			if j > 0 {
-				b.WriteByte(',')
-			}
-			b.WriteString("(?, ?, 'BENCH-SKU', 1, ?, 'CNY', 'WAIT_PAY', ?, ?)")
-			args = append(args, o.tradeNo, int64(i+j+1), o.amountFen, now, now)
-		}
-		if _, err := a.db.ExecContext(ctx, b.String(), args...); err != nil {
-			return fmt.Errorf("seed orders: %w", err)
-		}
+	const per, workers = 1000, 4
+	repo, err := repository.Open(ctx, a.dsn(db), workers)
+	if err != nil {
+		return err
 	}
-	return nil
+	defer repo.Close()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	return parallel((len(orders)+per-1)/per, workers, func(c int) error {
+		return repo.InTx(ctx, func(tx *repository.Tx) error {
+			for i := c * per; i < min((c+1)*per, len(orders)); i++ {
+				o := payment.Order{TradeNo: orders[i].tradeNo, UserID: int64(i + 1), SKU: "BENCH-SKU", Num: 1,
+					AmountFen: orders[i].amountFen, Currency: "CNY", CreateTime: now}
+				if err := tx.InsertOrder(ctx, o, "", "", ""); err != nil {
+					return fmt.Errorf("seed order %s: %w", o.TradeNo, err)
+				}
+			}
+			return nil
+		})
+	})
 }
 
 // growRecords fills idempotent_record with n rows of payment records, 1 M rows a statement,
 // from MariaDB's SEQUENCE engine. Keys are ascending (the inserts append to every index, so
 // generation is fast) yet spread over the whole key space of real Alipay transaction ids
 // ("2026" + 24 hex digits), so the bench's own keys land on random leaves of a full index.
+// Millions of rows cannot take one repository statement each: the server generates them, in the
+// columns InsertDoneRecord writes.
 func (a *admin) growRecords(ctx context.Context, db string, n int64, progress func(done int64)) error {
 	if n <= 0 {
 		return nil
@@ -165,9 +167,11 @@ func (a *admin) growRecords(ctx context.Context, db string, n int64, progress fu
 	return nil
 }
 
-// rawCeiling runs the gateway's own transaction for each event through the repository, with
-// the same connection settings (repository.Open) and isolation, at the given concurrency:
-// what MariaDB can do for a unique payment with nothing in front of it.
+// rawCeiling runs, for each event, the transaction apply commits for a unique payment, through
+// the repository's own statements (BEGIN, MarkPaid, InsertDoneRecord, Journal, COMMIT), with the
+// same connection settings (repository.Open) and isolation, at the given concurrency: what
+// MariaDB can do for a unique payment with nothing in front of it. The record's result and
+// request hash are built as apply builds them, so the rows are the same size.
 func rawCeiling(ctx context.Context, dsn string, events []payment.Event, concurrency int) (result, error) {
 	db, err := repository.Open(ctx, dsn, concurrency)
 	if err != nil {
@@ -180,32 +184,37 @@ func rawCeiling(ctx context.Context, dsn string, events []payment.Event, concurr
 	var errs atomic.Int64
 	start := time.Now()
 	_ = parallel(len(events), concurrency, func(i int) error {
-		ev := events[i]
 		t := time.Now()
-		err := db.InTx(ctx, func(tx *repository.Tx) error {
-			now := time.Now().UTC().Truncate(time.Millisecond)
-			ok, err := tx.MarkPaid(ctx, ev.TradeNo, ev.Channel, ev.ChannelTxnID, ev.AmountFen, ev.Currency, ev.PaidAt.UTC())
-			if err != nil {
-				return err
-			}
-			if !ok {
-				return fmt.Errorf("order %s not WAIT_PAY", ev.TradeNo)
-			}
-			result, _ := json.Marshal(struct {
-				Outcome payment.Outcome `json:"outcome"`
-				TradeNo string          `json:"trade_no"`
-			}{payment.OutcomeApplied, ev.TradeNo})
-			sum := sha256.Sum256(ev.Raw)
-			if err := tx.InsertDoneRecord(ctx, repository.BizPayNotify, ev.Channel, ev.ChannelTxnID, hex.EncodeToString(sum[:]), result); err != nil {
-				return err
-			}
-			return tx.Journal(ctx, ev, payment.OutcomeApplied, now)
-		})
-		lat[i] = time.Since(t)
-		if err != nil {
+		if err := db.InTx(ctx, func(tx *repository.Tx) error { return applyPayment(ctx, tx, events[i]) }); err != nil {
 			errs.Add(1)
 		}
+		lat[i] = time.Since(t)
 		return nil
 	})
 	return summarize(lat, int(errs.Load()), time.Since(start)), nil
+}
+
+// applyPayment is apply's transaction for a payment to a WAIT_PAY order that asks for it.
+func applyPayment(ctx context.Context, tx *repository.Tx, ev payment.Event) error {
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	paidAt := ev.PaidAt
+	if paidAt.IsZero() {
+		paidAt = now
+	}
+	ok, err := tx.MarkPaid(ctx, ev.TradeNo, ev.Channel, ev.ChannelTxnID, ev.AmountFen, ev.Currency, paidAt.UTC())
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("order %s not WAIT_PAY for this payment", ev.TradeNo)
+	}
+	result, _ := json.Marshal(struct { // cannot fail
+		Outcome payment.Outcome `json:"outcome"`
+		TradeNo string          `json:"trade_no"`
+	}{payment.OutcomeApplied, ev.TradeNo})
+	sum := sha256.Sum256(ev.Raw)
+	if err := tx.InsertDoneRecord(ctx, repository.BizPayNotify, ev.Channel, ev.ChannelTxnID, hex.EncodeToString(sum[:]), result); err != nil {
+		return err
+	}
+	return tx.Journal(ctx, ev, payment.OutcomeApplied, now)
 }
