@@ -61,7 +61,7 @@ const maxGuardTTL = ApplyTimeout + 2*time.Second
 func New(db *repository.DB, g *guard.Guard, guardTTL time.Duration, log zerolog.Logger) *Applier {
 	guardTTL = min(guardTTL, maxGuardTTL)
 	return &Applier{db: db, guard: g, guardTTL: guardTTL, log: log, now: time.Now, TwinWait: DefaultTwinWait,
-		done: newDoneCache(doneCacheSize)}
+		done: newDoneCache(doneCacheSize, doneCacheAge, time.Now)}
 }
 
 // Apply applies a verified event and returns what happened. A nil error means the outcome is
@@ -75,11 +75,12 @@ func (a *Applier) Apply(ctx context.Context, ev payment.Event) (payment.Outcome,
 	}
 	markers := markerKeys(ev)
 	note := markers[len(markers)-1]
-	if a.done.has(markers[0]) && a.done.has(note) {
+	ns := a.guard.Namespace() // the cache, like Redis, answers only for the database it saw
+	if a.done.has(ns, markers[0]) && a.done.has(ns, note) {
 		return payment.OutcomeRepeat, nil // seen by this process: no round trip at all
 	}
 
-	lock, repeat, err := a.checkAndLock(ctx, ev, markers)
+	lock, repeat, err := a.checkAndLock(ctx, ev, ns, markers)
 	if err != nil {
 		return "", err
 	}
@@ -96,9 +97,10 @@ func (a *Applier) Apply(ctx context.Context, ev payment.Event) (payment.Outcome,
 	}()
 
 	var outcome payment.Outcome
+	var recordID int64 // the record the done markers will stand for
 	err = a.db.InTx(ctx, func(tx *repository.Tx) error {
 		var err error
-		outcome, err = a.decide(ctx, tx, ev)
+		outcome, recordID, err = a.decide(ctx, tx, ev)
 		return err
 	})
 	switch {
@@ -118,9 +120,9 @@ func (a *Applier) Apply(ctx context.Context, ev payment.Event) (payment.Outcome,
 	case err != nil:
 		return "", err
 	}
-	a.guard.MarkDoneAndRelease(context.WithoutCancel(ctx), lock, string(outcome), doneTTL, markers...)
+	a.guard.MarkDoneAndRelease(context.WithoutCancel(ctx), lock, string(outcome), doneTTL, recordID, markers...)
 	lock = nil
-	a.done.add(markers...)
+	a.done.add(ns, markers...)
 	return outcome, nil
 }
 
@@ -131,7 +133,7 @@ func (a *Applier) Apply(ctx context.Context, ev payment.Event) (payment.Outcome,
 // the same notification twice at once, and answering the second with success a few
 // milliseconds later spares a retry. With Redis down a payment's repeat is told by one SELECT,
 // and anything else carries on with no lock. A refund's repeat is told the same way.
-func (a *Applier) checkAndLock(ctx context.Context, ev payment.Event, markers []string) (lock *guard.Lock, repeat bool, err error) {
+func (a *Applier) checkAndLock(ctx context.Context, ev payment.Event, ns string, markers []string) (lock *guard.Lock, repeat bool, err error) {
 	deadline := a.now().Add(a.TwinWait)
 	for pause := 2 * time.Millisecond; ; pause = min(2*pause, 50*time.Millisecond) {
 		var found []bool
@@ -150,9 +152,9 @@ func (a *Applier) checkAndLock(ctx context.Context, ev payment.Event, markers []
 			if err != nil || !recorded {
 				return nil, false, err
 			}
-			return nil, true, a.repeated(ctx, ev, markers, journalled)
+			return nil, true, a.repeated(ctx, ev, ns, markers, journalled)
 		case found != nil && found[0]:
-			return nil, true, a.repeated(ctx, ev, markers, found[len(found)-1])
+			return nil, true, a.repeated(ctx, ev, ns, markers, found[len(found)-1])
 		case !errors.Is(err, guard.ErrHeld):
 			return lock, false, err // taken (or, for other event types, none needed)
 		}
@@ -169,16 +171,20 @@ func (a *Applier) checkAndLock(ctx context.Context, ev payment.Event, markers []
 
 // repeated finishes a repeat: a payment already recorded but reaching us under a new notify id
 // (TRADE_FINISHED after TRADE_SUCCESS) is journalled as a REPEAT on the way.
-func (a *Applier) repeated(ctx context.Context, ev payment.Event, markers []string, journalled bool) error {
+func (a *Applier) repeated(ctx context.Context, ev payment.Event, ns string, markers []string, journalled bool) error {
 	if !journalled {
 		if err := a.db.Journal(ctx, ev, payment.OutcomeRepeat, a.stamp()); err != nil {
 			return err
 		}
 		a.guard.MarkAllDone(context.WithoutCancel(ctx), string(payment.OutcomeRepeat), doneTTL, markers[len(markers)-1])
 	}
-	a.done.add(markers...)
+	a.done.add(ns, markers...)
 	return nil
 }
+
+// ForgetMarkers drops this process's copy of the done markers: the database they described is
+// not the one behind us any more (identity.Watcher calls it on a new epoch).
+func (a *Applier) ForgetMarkers() { a.done.reset() }
 
 // guardName is the trade's guard; a refund that names only the payment it undoes is guarded by
 // that payment.
@@ -196,23 +202,24 @@ func (a *Applier) stamp() time.Time { return a.now().UTC().Truncate(time.Millise
 var errUnknownOrder = errors.New("unknown trade_no")
 
 // decide runs inside the one transaction and is the only place that picks an outcome.
-func (a *Applier) decide(ctx context.Context, tx *repository.Tx, ev payment.Event) (payment.Outcome, error) {
+func (a *Applier) decide(ctx context.Context, tx *repository.Tx, ev payment.Event) (payment.Outcome, int64, error) {
 	now := a.stamp()
 	if ev.TradeNoUnsure {
 		// A trade_no taken from a field other integrations fill counts only if it names an order.
 		if _, err := tx.LockOrder(ctx, ev.TradeNo); errors.Is(err, payment.ErrNotFound) {
 			ev.Kind, ev.TradeNo = payment.KindOther, ""
 		} else if err != nil {
-			return "", err
+			return "", 0, err
 		}
 	}
 	var outcome payment.Outcome
+	var recordID int64
 	var err error
 	switch ev.Kind {
 	case payment.KindPaid:
-		outcome, err = a.pay(ctx, tx, ev, now)
+		outcome, recordID, err = a.pay(ctx, tx, ev, now)
 	case payment.KindRefund:
-		outcome, err = a.refund(ctx, tx, &ev, now)
+		outcome, recordID, err = a.refund(ctx, tx, &ev, now)
 	case payment.KindClosed:
 		var ok bool
 		if ok, err = tx.MarkClosed(ctx, ev.TradeNo); ok {
@@ -226,54 +233,55 @@ func (a *Applier) decide(ctx context.Context, tx *repository.Tx, ev payment.Even
 		outcome = payment.OutcomeJournalled
 	}
 	if err != nil {
-		return outcome, err
+		return outcome, 0, err
 	}
-	return outcome, tx.Journal(ctx, ev, outcome, now)
+	return outcome, recordID, tx.Journal(ctx, ev, outcome, now)
 }
 
 // pay applies a payment: the conditional WAIT_PAY -> PAID, else the order is read under its lock
 // to tell why not. Refunds that arrived before this payment are counted in once it is recorded.
-func (a *Applier) pay(ctx context.Context, tx *repository.Tx, ev payment.Event, now time.Time) (payment.Outcome, error) {
+func (a *Applier) pay(ctx context.Context, tx *repository.Tx, ev payment.Event, now time.Time) (payment.Outcome, int64, error) {
 	paidAt := ev.PaidAt
 	if paidAt.IsZero() {
 		paidAt = now
 	}
 	ok, err := tx.MarkPaid(ctx, ev.TradeNo, ev.Channel, ev.ChannelTxnID, ev.AmountFen, ev.Currency, paidAt.UTC())
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	outcome := payment.OutcomeApplied
 	var order payment.Order
 	if !ok {
 		if order, err = tx.LockOrder(ctx, ev.TradeNo); errors.Is(err, payment.ErrNotFound) {
-			return payment.OutcomeUnknownOrder, errUnknownOrder
+			return payment.OutcomeUnknownOrder, 0, errUnknownOrder
 		} else if err != nil {
-			return "", err
+			return "", 0, err
 		}
 		if outcome = classify(order, ev); outcome == payment.OutcomeApplied {
 			// A WAIT_PAY order that asks for this payment: only its pending refunds kept
 			// MarkPaid from matching, and they are counted in below.
 			if ok, err := tx.MarkPaidWithPending(ctx, ev.TradeNo, ev.Channel, ev.ChannelTxnID, ev.AmountFen, ev.Currency, paidAt.UTC()); err != nil {
-				return "", err
+				return "", 0, err
 			} else if !ok {
-				return "", errors.New("order changed under its row lock")
+				return "", 0, errors.New("order changed under its row lock")
 			}
 		}
 	}
-	if err := a.insertRecord(ctx, tx, ev, repository.BizPayNotify, ev.ChannelTxnID, outcome); err != nil {
-		return "", err // payment.ErrConflict: a repeat; the caller answers it after rollback
+	recordID, err := a.insertRecord(ctx, tx, ev, repository.BizPayNotify, ev.ChannelTxnID, outcome)
+	if err != nil {
+		return "", 0, err // payment.ErrConflict: a repeat; the caller answers it after rollback
 	}
 	if outcome.IsAnomaly() {
 		if err := tx.FlagAnomaly(ctx, paymentAnomaly(outcome, order, ev, now)); err != nil {
-			return "", err
+			return "", 0, err
 		}
 	}
 	if order.RefundsPending > 0 {
 		if err := a.settlePending(ctx, tx, ev, outcome, order, now); err != nil {
-			return "", err
+			return "", 0, err
 		}
 	}
-	return outcome, nil
+	return outcome, recordID, nil
 }
 
 // refund applies a refund once. It is found by the payment it undoes:
@@ -284,7 +292,7 @@ func (a *Applier) pay(ctx context.Context, tx *repository.Tx, ev payment.Event, 
 //     (REFUND_PENDING);
 //   - none of these and no trade_no of ours (Stripe's account-wide events): journalled as other;
 //   - otherwise the order is unknown and the channel retries.
-func (a *Applier) refund(ctx context.Context, tx *repository.Tx, ev *payment.Event, now time.Time) (payment.Outcome, error) {
+func (a *Applier) refund(ctx context.Context, tx *repository.Tx, ev *payment.Event, now time.Time) (payment.Outcome, int64, error) {
 	r := payment.Refund{Channel: ev.Channel, RefundID: ev.RefundID, ChannelTxnID: ev.ChannelTxnID, Currency: ev.Currency, CreatedTime: now}
 	var outcome payment.Outcome
 	var exceeded *payment.Anomaly
@@ -300,27 +308,28 @@ func (a *Applier) refund(ctx context.Context, tx *repository.Tx, ev *payment.Eve
 			break
 		}
 		if err := addRefunded(ctx, tx, o.TradeNo, delta); err != nil {
-			return "", err
+			return "", 0, err
 		}
 		outcome, r.Status, r.AmountFen = payment.OutcomeRefunded, payment.RefundApplied, delta
 	case errors.Is(err, payment.ErrNotFound):
 		if outcome, err = a.refundUnapplied(ctx, tx, ev, &r); err != nil || ev.Kind != payment.KindRefund {
-			return outcome, err
+			return outcome, 0, err
 		}
 	default:
-		return "", err
+		return "", 0, err
 	}
 	r.TradeNo = ev.TradeNo
-	if err := a.insertRecord(ctx, tx, *ev, repository.BizRefundNotify, ev.RefundID, outcome); err != nil {
-		return "", err
+	recordID, err := a.insertRecord(ctx, tx, *ev, repository.BizRefundNotify, ev.RefundID, outcome)
+	if err != nil {
+		return "", 0, err
 	}
 	if err := tx.InsertRefund(ctx, r, ev.RefundFen, ev.RefundIsTotal); err != nil {
-		return "", err
+		return "", 0, err
 	}
 	if exceeded != nil {
-		return outcome, tx.FlagAnomaly(ctx, *exceeded)
+		return outcome, recordID, tx.FlagAnomaly(ctx, *exceeded)
 	}
-	return outcome, nil
+	return outcome, recordID, nil
 }
 
 // refundUnapplied handles a refund whose payment is applied to no order: it is an anomaly's, or
@@ -410,7 +419,7 @@ func refundDelta(stated int64, isTotal bool, refunded int64) int64 {
 
 // insertRecord writes the event's idempotent_record, final from birth. Returns
 // payment.ErrConflict when a twin's is there already.
-func (a *Applier) insertRecord(ctx context.Context, tx *repository.Tx, ev payment.Event, biz, key string, outcome payment.Outcome) error {
+func (a *Applier) insertRecord(ctx context.Context, tx *repository.Tx, ev payment.Event, biz, key string, outcome payment.Outcome) (int64, error) {
 	result, _ := json.Marshal(recordResult{Outcome: outcome, TradeNo: ev.TradeNo}) // cannot fail
 	return tx.InsertDoneRecord(ctx, biz, ev.Channel, key, hash(ev.Raw), result)
 }

@@ -1,7 +1,8 @@
 // Package guard is paygw's Redis layer: short-lived owner locks that make an in-flight twin fail
 // fast, and "done" markers that let repeats answer without SQL. It is only ever an accelerator:
 // when Redis is unreachable every call reports ErrUnavailable and callers carry on through the
-// database's unique keys.
+// database's unique keys. Every key carries the namespace of the database its facts come from
+// (SetNamespace), so a marker can never answer for a database that does not hold its fact.
 package guard
 
 import (
@@ -10,7 +11,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -28,10 +31,11 @@ var (
 // not one per request; the same interval paces the warning in the log.
 const retryInterval = time.Second
 
-// Guard wraps one Redis client. Keys are prefix + name.
+// Guard wraps one Redis client. Keys are prefix + namespace + kind + name.
 type Guard struct {
 	rdb    *redis.Client
 	prefix string
+	ns     atomic.Pointer[namespace]
 	log    zerolog.Logger
 
 	now       func() time.Time
@@ -77,8 +81,39 @@ func New(o Options, log zerolog.Logger) *Guard {
 	if now == nil {
 		now = time.Now
 	}
-	return &Guard{rdb: rdb, prefix: prefix, log: log, now: now}
+	g := &Guard{rdb: rdb, prefix: prefix, log: log, now: now}
+	g.ns.Store(&namespace{})
+	return g
 }
+
+// namespace is the part of every key that names the database the keys describe. Suspended: no
+// database identity is known, so no marker may be read or written and no lock taken.
+type namespace struct {
+	keys      string
+	suspended bool
+}
+
+// SetNamespace binds every later key to a database identity (instance id and epoch); it reports
+// whether the namespace changed. Markers written under another namespace are never read again.
+func (g *Guard) SetNamespace(instance string, epoch uint64) bool {
+	keys := namespaceKeys(instance, epoch)
+	old := g.ns.Swap(&namespace{keys: keys})
+	return old.suspended || old.keys != keys
+}
+
+func namespaceKeys(instance string, epoch uint64) string {
+	return instance + ":" + strconv.FormatUint(epoch, 10) + ":"
+}
+
+// Suspend makes every call answer ErrUnavailable until SetNamespace: while the database's identity
+// is unknown, Redis cannot say anything true about it.
+func (g *Guard) Suspend() { g.ns.Store(&namespace{suspended: true}) }
+
+// Namespace is the current namespace ("" when none is bound).
+func (g *Guard) Namespace() string { return g.ns.Load().keys }
+
+// key names a Redis key of the current namespace.
+func (g *Guard) key(kind, name string) string { return g.prefix + g.ns.Load().keys + kind + name }
 
 func (g *Guard) Close() error { return g.rdb.Close() }
 
@@ -103,7 +138,7 @@ func (g *Guard) Acquire(ctx context.Context, name string, ttl time.Duration) (*L
 	if g.skipping() {
 		return nil, ErrUnavailable
 	}
-	l := &Lock{g: g, key: g.prefix + "lock:" + name, token: newToken()}
+	l := &Lock{g: g, key: g.key("lock:", name), token: newToken()}
 	ok, err := g.rdb.SetNX(ctx, l.key, l.token, ttl).Result()
 	if err != nil {
 		return nil, g.failed(ctx, err)
@@ -131,11 +166,11 @@ func (g *Guard) CheckAndAcquire(ctx context.Context, name string, ttl time.Durat
 	if g.skipping() {
 		return nil, nil, ErrUnavailable
 	}
-	l := &Lock{g: g, key: g.prefix + "lock:" + name, token: newToken()}
+	l := &Lock{g: g, key: g.key("lock:", name), token: newToken()}
 	keys := make([]string, 0, 1+len(markers))
 	keys = append(keys, l.key)
 	for _, m := range markers {
-		keys = append(keys, g.prefix+"done:"+m)
+		keys = append(keys, g.key("done:", m))
 	}
 	out, err := checkAndLock.Run(ctx, g.rdb, keys, l.token, ttl.Milliseconds()).Int64Slice()
 	if err != nil {
@@ -179,7 +214,7 @@ func (g *Guard) Done(ctx context.Context, name string) (string, bool, error) {
 	if g.skipping() {
 		return "", false, ErrUnavailable
 	}
-	v, err := g.rdb.Get(ctx, g.prefix+"done:"+name).Result()
+	v, err := g.rdb.Get(ctx, g.key("done:", name)).Result()
 	if errors.Is(err, redis.Nil) {
 		return "", false, nil
 	}
@@ -195,7 +230,7 @@ func (g *Guard) MarkDone(ctx context.Context, name, value string, ttl time.Durat
 	if g.skipping() {
 		return
 	}
-	if err := g.rdb.Set(ctx, g.prefix+"done:"+name, value, ttl).Err(); err != nil {
+	if err := g.rdb.Set(ctx, g.key("done:", name), value, ttl).Err(); err != nil {
 		_ = g.failed(ctx, err)
 	}
 }
@@ -208,7 +243,7 @@ func (g *Guard) DoneAll(ctx context.Context, names ...string) ([]bool, error) {
 	}
 	keys := make([]string, len(names))
 	for i, n := range names {
-		keys[i] = g.prefix + "done:" + n
+		keys[i] = g.key("done:", n)
 	}
 	vals, err := g.rdb.MGet(ctx, keys...).Result()
 	if err != nil {
@@ -228,7 +263,7 @@ func (g *Guard) MarkAllDone(ctx context.Context, value string, ttl time.Duration
 	}
 	_, err := g.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, n := range names {
-			p.Set(ctx, g.prefix+"done:"+n, value, ttl)
+			p.Set(ctx, g.key("done:", n), value, ttl)
 		}
 		return nil
 	})
@@ -238,23 +273,27 @@ func (g *Guard) MarkAllDone(ctx context.Context, value string, ttl time.Duration
 }
 
 // MarkDoneAndRelease sets done markers and gives l back in one round trip: what a request
-// does once its transaction committed. A nil lock (taken while Redis was down) only marks.
-// Like MarkAllDone, failure is harmless: the lock's TTL ends it and repeats go to MySQL.
-func (g *Guard) MarkDoneAndRelease(ctx context.Context, l *Lock, value string, ttl time.Duration, names ...string) {
-	if l == nil {
-		g.MarkAllDone(ctx, value, ttl, names...)
-		return
-	}
+// does once its transaction committed. recordID is the idempotent_record the markers stand for
+// (0 for none): the namespace's high-water mark is raised to it in the same trip, so a database
+// that loses that record is found out (see HighWater). A nil lock (taken while Redis was down)
+// only marks. Like MarkAllDone, failure is harmless: the lock's TTL ends it and repeats go to
+// MySQL.
+func (g *Guard) MarkDoneAndRelease(ctx context.Context, l *Lock, value string, ttl time.Duration, recordID int64, names ...string) {
 	if g.skipping() {
 		l.Release(ctx)
 		return
 	}
 	_, err := g.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		if recordID > 0 {
+			p.Eval(ctx, raiseSrc, []string{g.key("", "highwater")}, recordID)
+		}
 		for _, n := range names {
-			p.Set(ctx, g.prefix+"done:"+n, value, ttl)
+			p.Set(ctx, g.key("done:", n), value, ttl)
 		}
 		// The markers first: a twin that takes the lock after us must find them.
-		p.Eval(ctx, releaseSrc, []string{l.key}, l.token)
+		if l != nil {
+			p.Eval(ctx, releaseSrc, []string{l.key}, l.token)
+		}
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -262,7 +301,61 @@ func (g *Guard) MarkDoneAndRelease(ctx context.Context, l *Lock, value string, t
 	}
 }
 
+// raiseSrc sets KEYS[1] to ARGV[1] unless it holds a larger number already.
+const raiseSrc = `local v = tonumber(redis.call("GET", KEYS[1]) or "0")
+if tonumber(ARGV[1]) > v then redis.call("SET", KEYS[1], ARGV[1]) return tonumber(ARGV[1]) end
+return v`
+
+var raise = redis.NewScript(raiseSrc)
+
+// HighWater is the largest idempotent_record id the markers of a database's epoch stand for,
+// raised by every MarkDoneAndRelease and by RaiseHighWater; 0 if none. A database whose largest
+// id is below it has lost records that markers still vouch for.
+func (g *Guard) HighWater(ctx context.Context, instance string, epoch uint64) (int64, error) {
+	return g.number(ctx, g.prefix+namespaceKeys(instance, epoch)+"highwater")
+}
+
+// RaiseHighWater raises the high-water mark of a database's epoch to id (never lowers it).
+func (g *Guard) RaiseHighWater(ctx context.Context, instance string, epoch uint64, id int64) error {
+	return g.raiseNumber(ctx, g.prefix+namespaceKeys(instance, epoch)+"highwater", id)
+}
+
+// MaxEpoch is the largest epoch any replica has bound for a database instance; 0 if none. A
+// database whose epoch is below it was restored from before that epoch began.
+func (g *Guard) MaxEpoch(ctx context.Context, instance string) (uint64, error) {
+	n, err := g.number(ctx, g.prefix+"epoch:"+instance)
+	return uint64(max(n, 0)), err
+}
+
+// RaiseMaxEpoch records that epoch has been bound for a database instance.
+func (g *Guard) RaiseMaxEpoch(ctx context.Context, instance string, epoch uint64) error {
+	return g.raiseNumber(ctx, g.prefix+"epoch:"+instance, int64(epoch)) // #nosec G115 -- epochs count up from 1
+}
+
+// number and raiseNumber work whatever the namespace's state: the identity watcher uses them
+// to decide it.
+func (g *Guard) number(ctx context.Context, key string) (int64, error) {
+	n, err := g.rdb.Get(ctx, key).Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, ErrUnavailable
+	}
+	return n, nil
+}
+
+func (g *Guard) raiseNumber(ctx context.Context, key string, n int64) error {
+	if err := raise.Run(ctx, g.rdb, []string{key}, n).Err(); err != nil {
+		return ErrUnavailable
+	}
+	return nil
+}
+
 func (g *Guard) skipping() bool {
+	if g.ns.Load().suspended {
+		return true
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.now().Before(g.downUntil)

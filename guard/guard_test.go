@@ -414,12 +414,72 @@ func TestCheckAndAcquire(t *testing.T) {
 		t.Fatalf("second: %v %v, want ErrHeld", l2, err)
 	}
 	// Done: markers set before the lock goes back; now the first marker answers, no lock tried.
-	g.MarkDoneAndRelease(ctx, lock, "APPLIED", time.Minute, "pay:1")
+	g.MarkDoneAndRelease(ctx, lock, "APPLIED", time.Minute, 0, "pay:1")
 	found, l3, err := g.CheckAndAcquire(ctx, "t1", time.Minute, "pay:1", "note:other")
 	if err != nil || l3 != nil || !found[0] || found[1] {
 		t.Fatalf("after done: %v %v %v; want [true false], no lock", found, l3, err)
 	}
 	if _, _, err := testenv.DeadGuard(t).CheckAndAcquire(ctx, "t1", time.Minute, "pay:1"); !errors.Is(err, guard.ErrUnavailable) {
 		t.Fatalf("dead guard: %v", err)
+	}
+}
+
+// Markers and locks live in the namespace of the database they describe: two databases behind
+// one Redis and one prefix never see each other's, and a suspended guard says nothing.
+func TestNamespaces(t *testing.T) {
+	ctx := context.Background()
+	prefix := "paygw-test:" + testenv.Random(6) + ":"
+	a := guard.New(guard.Options{Addr: testenv.RedisAddr(), Prefix: prefix, Timeout: 3 * time.Second}, testenv.Logger(t))
+	b := guard.New(guard.Options{Addr: testenv.RedisAddr(), Prefix: prefix, Timeout: 3 * time.Second}, testenv.Logger(t))
+	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
+	if !a.SetNamespace("db-a", 1) || a.SetNamespace("db-a", 1) {
+		t.Fatal("SetNamespace must report a change once")
+	}
+	b.SetNamespace("db-b", 1)
+
+	_, lock, err := a.CheckAndAcquire(ctx, "trade:T1", time.Minute, "pay:alipay:X")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.MarkDoneAndRelease(ctx, lock, "APPLIED", time.Minute, 42, "pay:alipay:X")
+	if found, lock, err := b.CheckAndAcquire(ctx, "trade:T1", time.Minute, "pay:alipay:X"); err != nil || found[0] || lock == nil {
+		t.Fatalf("db-b saw db-a's marker or lock: %v %v %v", found, lock, err)
+	}
+	if found, _ := a.DoneAll(ctx, "pay:alipay:X"); !found[0] {
+		t.Fatal("db-a lost its own marker")
+	}
+	// A new epoch of the same database is a new namespace too.
+	a.SetNamespace("db-a", 2)
+	if found, _ := a.DoneAll(ctx, "pay:alipay:X"); found[0] {
+		t.Fatal("a marker of epoch 1 answered in epoch 2")
+	}
+
+	// The high-water mark: raised by the post-commit round trip, never lowered.
+	if n, err := a.HighWater(ctx, "db-a", 1); err != nil || n != 42 {
+		t.Fatalf("high water of db-a epoch 1 = %d, %v; want 42", n, err)
+	}
+	if err := a.RaiseHighWater(ctx, "db-a", 1, 7); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := a.HighWater(ctx, "db-a", 1); n != 42 {
+		t.Fatalf("high water lowered to %d", n)
+	}
+	if n, _ := a.HighWater(ctx, "db-a", 2); n != 0 {
+		t.Fatalf("epoch 2 starts with high water %d, want 0", n)
+	}
+	if err := a.RaiseMaxEpoch(ctx, "db-a", 3); err != nil {
+		t.Fatal(err)
+	}
+	_ = a.RaiseMaxEpoch(ctx, "db-a", 2)
+	if e, err := b.MaxEpoch(ctx, "db-a"); err != nil || e != 3 {
+		t.Fatalf("max epoch = %d, %v; want 3", e, err)
+	}
+
+	a.Suspend()
+	if _, err := a.DoneAll(ctx, "pay:alipay:X"); !errors.Is(err, guard.ErrUnavailable) {
+		t.Fatalf("suspended guard answered: %v", err)
+	}
+	if _, err := a.Acquire(ctx, "x", time.Second); !errors.Is(err, guard.ErrUnavailable) {
+		t.Fatalf("suspended guard took a lock: %v", err)
 	}
 }

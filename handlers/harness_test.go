@@ -16,6 +16,7 @@ import (
 
 	"github.com/paygw/paygw/apply"
 	"github.com/paygw/paygw/guard"
+	"github.com/paygw/paygw/identity"
 	"github.com/paygw/paygw/internal/testenv"
 	"github.com/paygw/paygw/orders"
 	"github.com/paygw/paygw/payment"
@@ -47,6 +48,7 @@ type harness struct {
 	db      *repository.DB
 	guard   *guard.Guard
 	applier *apply.Applier
+	watcher *identity.Watcher // with options.watch
 	url     string
 	handler http.Handler // what url serves, for tests that need a server of their own
 }
@@ -60,6 +62,9 @@ type options struct {
 	twinWait      time.Duration
 	guardOverride *guard.Guard
 	bodyLimit     int64
+	// watch binds the guard to the database's identity as serve does: checked at start, then
+	// every watch (0: no watcher, the guard keeps its plain prefix).
+	watch time.Duration
 }
 
 func newHarness(t *testing.T, o options) *harness {
@@ -81,6 +86,16 @@ func newHarness(t *testing.T, o options) *harness {
 	h.applier = apply.New(h.db, h.guard, 5*time.Second, log)
 	if o.twinWait != 0 {
 		h.applier.TwinWait = o.twinWait
+	}
+	if o.watch > 0 {
+		h.guard.Suspend()
+		h.watcher = identity.New(h.db, h.guard, log, h.applier.ForgetMarkers)
+		if err := h.watcher.Check(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		go h.watcher.Run(ctx, o.watch)
 	}
 	svc := orders.New(h.db, h.guard, orders.Config{
 		Enabled: !o.idemDisabled, RedisTTL: 5 * time.Second, ReturnOriginalResult: !o.noOriginal,
@@ -142,7 +157,12 @@ func (h *harness) putStock(sku string, num int, price int64) {
 // seedOrder inserts a WAIT_PAY order of amount fen directly and returns its trade_no.
 func (h *harness) seedOrder(amount int64) string {
 	h.t.Helper()
-	tradeNo := orders.NewTradeNo(time.Now())
+	return h.seedOrderNo(orders.NewTradeNo(time.Now()), amount)
+}
+
+// seedOrderNo inserts a WAIT_PAY order with the given trade_no.
+func (h *harness) seedOrderNo(tradeNo string, amount int64) string {
+	h.t.Helper()
 	err := h.db.InTx(context.Background(), func(tx *repository.Tx) error {
 		return tx.InsertOrder(context.Background(), payment.Order{
 			TradeNo: tradeNo, UserID: 1, SKU: "SEED", Num: 1, AmountFen: amount, Currency: "CNY",

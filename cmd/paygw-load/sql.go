@@ -213,7 +213,7 @@ func applyPayment(ctx context.Context, tx *repository.Tx, ev payment.Event) erro
 		TradeNo string          `json:"trade_no"`
 	}{payment.OutcomeApplied, ev.TradeNo})
 	sum := sha256.Sum256(ev.Raw)
-	if err := tx.InsertDoneRecord(ctx, repository.BizPayNotify, ev.Channel, ev.ChannelTxnID, hex.EncodeToString(sum[:]), result); err != nil {
+	if _, err := tx.InsertDoneRecord(ctx, repository.BizPayNotify, ev.Channel, ev.ChannelTxnID, hex.EncodeToString(sum[:]), result); err != nil {
 		return err
 	}
 	return tx.Journal(ctx, ev, payment.OutcomeApplied, now)

@@ -25,6 +25,7 @@ import (
 	"github.com/paygw/paygw/config"
 	"github.com/paygw/paygw/guard"
 	"github.com/paygw/paygw/handlers"
+	"github.com/paygw/paygw/identity"
 	"github.com/paygw/paygw/orders"
 	"github.com/paygw/paygw/repository"
 )
@@ -39,6 +40,8 @@ Usage:
   paygw migrate [--config FILE]    apply the database migrations up to the latest
   paygw migrate status [--config FILE]
   paygw sweep   [--config FILE]    one pass of the processing-timeout cleanup
+  paygw markers flush [--config FILE]
+                                   start a new epoch: no Redis done marker written before is trusted
   paygw simulate keys|notify ...   play a payment channel against a gateway (paygw simulate --help)
   paygw version
 
@@ -97,6 +100,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				return fmt.Errorf("sweep: %w", err)
 			}
 			fmt.Fprintf(stdout, "swept %d processing record(s) older than %s\n", n, cfg.Idempotency.ProcessingTimeout())
+			return nil
+		})
+	case "markers":
+		if len(args) == 0 || args[0] != "flush" {
+			return errors.New("markers: the only subcommand is `paygw markers flush`")
+		}
+		return withConfig("markers flush", args[1:], stderr, "start a new database epoch: every replica stops trusting the Redis done markers written before, within "+identity.Interval.String(), func(cfg *config.Config, log zerolog.Logger) error {
+			db, err := repository.Open(ctx, cfg.MySQL.DSN, 2)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			epoch, err := db.BumpEpoch(ctx)
+			if err != nil {
+				return fmt.Errorf("markers flush: %w", err)
+			}
+			fmt.Fprintf(stdout, "database epoch is now %d: done markers written before are ignored by every replica within %s\n", epoch, identity.Interval)
 			return nil
 		})
 	case "simulate":
@@ -195,6 +215,15 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 
 	// Services and channels.
 	applier := apply.New(db, g, cfg.Idempotency.RedisTTL, log)
+
+	// Redis answers only for the database it describes: until the database's identity is read
+	// (and checked for a rollback), the guard is off and every repeat goes to MySQL.
+	g.Suspend()
+	watcher := identity.New(db, g, log, applier.ForgetMarkers)
+	if err := watcher.Check(ctx); err != nil {
+		log.Warn().Err(err).Msg("database identity unknown at start: redis markers off until it is read")
+	}
+	go watcher.Run(ctx, identity.Interval)
 	svc := orders.New(db, g, orders.Config{
 		Enabled: cfg.Idempotency.Enabled, RedisTTL: cfg.Idempotency.RedisTTL,
 		ReturnOriginalResult: cfg.Idempotency.ReturnOriginalResult,

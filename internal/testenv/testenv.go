@@ -9,7 +9,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -214,4 +217,82 @@ func RegisterSecret(s string) error {
 		return fmt.Errorf("%s: %w", SecretsFileEnv, err)
 	}
 	return nil
+}
+
+// Dump writes the test database to a file with the real mariadb-dump, as a backup would, and
+// returns its path.
+func Dump(tb testing.TB, dsn string) string {
+	tb.Helper()
+	path := filepath.Join(tb.TempDir(), "dump.sql")
+	out, err := os.Create(path) // #nosec G304 -- the test's own temporary directory
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer out.Close()
+	cmd := exec.Command(client(tb, "mariadb-dump", "mysqldump"), append(connArgs(tb, dsn), "--single-transaction", database(tb, dsn))...) // #nosec G204 -- test tooling, arguments from the test's own DSN
+	cmd.Stdout = out
+	if msg, err := runQuiet(cmd); err != nil {
+		tb.Fatalf("mariadb-dump: %v: %s", err, msg)
+	}
+	return path
+}
+
+// Restore loads a Dump back into the test database with the real mariadb client: the database
+// goes back to the moment of the dump, as after a restore from backup.
+func Restore(tb testing.TB, dsn, path string) {
+	tb.Helper()
+	in, err := os.Open(path) // #nosec G304 -- a file Dump wrote
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer in.Close()
+	cmd := exec.Command(client(tb, "mariadb", "mysql"), append(connArgs(tb, dsn), database(tb, dsn))...) // #nosec G204 -- test tooling, arguments from the test's own DSN
+	cmd.Stdin = in
+	if msg, err := runQuiet(cmd); err != nil {
+		tb.Fatalf("mariadb < dump: %v: %s", err, msg)
+	}
+}
+
+func client(tb testing.TB, names ...string) string {
+	tb.Helper()
+	for _, n := range names {
+		if p, err := exec.LookPath(n); err == nil {
+			return p
+		}
+	}
+	tb.Fatalf("none of %v on PATH: install mariadb-client (scripts/services.sh does)", names)
+	return ""
+}
+
+func connArgs(tb testing.TB, dsn string) []string {
+	tb.Helper()
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	host, port, err := net.SplitHostPort(cfg.Addr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	args := []string{"--no-defaults", "--protocol=TCP", "-h" + host, "-P" + port, "-u" + cfg.User}
+	if cfg.Passwd != "" {
+		args = append(args, "-p"+cfg.Passwd)
+	}
+	return args
+}
+
+func database(tb testing.TB, dsn string) string {
+	tb.Helper()
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil || cfg.DBName == "" {
+		tb.Fatalf("DSN names no database")
+	}
+	return cfg.DBName
+}
+
+func runQuiet(cmd *exec.Cmd) (string, error) {
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	return stderr.String(), err
 }
