@@ -36,54 +36,27 @@ type UnionPayConfig struct {
 // UnionPay verifies UnionPay ACP 5.1.0 back notifications (signMethod 01: RSA certificates) and
 // renders the replies UnionPay expects.
 type UnionPay struct {
-	merID         string
-	roots         *x509.CertPool
-	intermediates *x509.CertPool
-	signerName    string
+	merID      string
+	chain      *unionPayChain // the configured roots and intermediates (unionpay_chain.go)
+	signerName string
 }
 
-// NewUnionPay checks c and returns a verifier. Errors name the configuration key at fault.
+// NewUnionPay checks c and returns a verifier. Errors name the configuration key at fault. Each
+// intermediate must be issued by a configured root, checked as every signing certificate is
+// (SHA1-RSA or SHA256-RSA; see unionpay_chain.go).
 func NewUnionPay(c UnionPayConfig) (*UnionPay, error) {
 	if c.MerID == "" {
 		return nil, errors.New("channels.unionpay.mer_id: must be set")
 	}
-	if len(c.Roots) == 0 {
-		return nil, errors.New("channels.unionpay.root_cert_file: no certificate")
-	}
-	if len(c.Intermediates) == 0 {
-		return nil, errors.New("channels.unionpay.intermediate_cert_file: no certificate")
-	}
-	roots := x509.NewCertPool()
-	for _, r := range c.Roots {
-		if r == nil || !r.BasicConstraintsValid || !r.IsCA {
-			return nil, errors.New("channels.unionpay.root_cert_file: not a CA certificate")
-		}
-		roots.AddCert(r)
-	}
-	intermediates := x509.NewCertPool()
-	for _, ic := range c.Intermediates {
-		if ic == nil || !ic.BasicConstraintsValid || !ic.IsCA {
-			return nil, errors.New("channels.unionpay.intermediate_cert_file: not a CA certificate")
-		}
-		// A middle certificate from another chain (test vs production) would make every notification
-		// fail; say so at start rather than at the first payment.
-		signed := false
-		for _, r := range c.Roots {
-			if ic.CheckSignatureFrom(r) == nil {
-				signed = true
-				break
-			}
-		}
-		if !signed {
-			return nil, errors.New("channels.unionpay.intermediate_cert_file: not issued by a certificate in root_cert_file")
-		}
-		intermediates.AddCert(ic)
+	chain, err := newUnionPayChain(c.Roots, c.Intermediates)
+	if err != nil {
+		return nil, err
 	}
 	name := c.SignerName
 	if name == "" {
 		name = UnionPaySignerName
 	}
-	return &UnionPay{merID: c.MerID, roots: roots, intermediates: intermediates, signerName: name}, nil
+	return &UnionPay{merID: c.MerID, chain: chain, signerName: name}, nil
 }
 
 // Name is the channel name stored with every event.
@@ -152,26 +125,13 @@ func (u *UnionPay) checkSignature(params map[string]string, now time.Time) error
 		return bad(reason)
 	}
 
-	switch {
-	case now.Before(cert.NotBefore):
-		return bad("certificate not yet valid")
-	case now.After(cert.NotAfter):
-		return bad("certificate expired")
-	}
-	if _, err := cert.Verify(x509.VerifyOptions{
-		Roots:         u.roots,
-		Intermediates: u.intermediates,
-		CurrentTime:   now,
-		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageAny},
-	}); err != nil {
-		var invalid x509.CertificateInvalidError
-		if errors.As(err, &invalid) && invalid.Reason == x509.Expired {
-			return bad("certificate chain not valid now") // an intermediate or root out of date
-		}
-		return bad("certificate does not chain")
-	}
+	// The name first: it costs nothing, and a certificate of the other environment (test vs
+	// production) is then reported as such rather than as a chain failure.
 	if !equalConstantTime(unionPaySignerOf(cert), u.signerName) {
 		return bad("signer name")
+	}
+	if reason := u.chain.verify(cert, now); reason != "" {
+		return bad(reason)
 	}
 	key, ok := cert.PublicKey.(*rsa.PublicKey)
 	switch {
