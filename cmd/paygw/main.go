@@ -232,6 +232,14 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
+	for _, ch := range chs {
+		if up, ok := ch.(*channels.UnionPay); ok {
+			for _, c := range up.Chain() {
+				log.Info().Str("role", c.Role).Str("cn", c.CommonName).Str("signature_algorithm", c.SignatureAlgorithm).
+					Time("not_after", c.NotAfter).Msg("unionpay trusts this certificate")
+			}
+		}
+	}
 	if len(cfg.Auth.APITokens) == 0 {
 		log.Warn().Msg("auth.api_tokens is empty: every /v1 request will be refused with 401")
 	}
