@@ -13,6 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/text/encoding"
+	"golang.org/x/text/encoding/simplifiedchinese"
+
 	"github.com/paygw/paygw/payment"
 )
 
@@ -42,16 +45,23 @@ const alipayTimeLayout = "2006-01-02 15:04:05"
 // Verify checks the form body of an Alipay notification and maps it to an event. header and now
 // are unused: Alipay signs the body alone and sends no timestamp to bound.
 //
+// Alipay signs the parameters in the charset the notification names (utf-8, gbk or gb2312), so
+// the signature is checked over the decoded bytes as sent, and only then are the values turned
+// into UTF-8 for the event.
+//
 // Errors: ErrMalformed for an unparseable body or a missing or invalid field, ErrUnsupported for
-// a charset other than UTF-8 or a sign_type other than RSA2/RSA, ErrBadSignature when sign is
-// missing or does not verify, ErrNotOurs when app_id or (if configured) seller_id differ. Identity
-// and fields are only looked at once the signature holds.
+// an unknown charset or a sign_type other than RSA2/RSA, ErrBadSignature when sign is missing or
+// does not verify, ErrNotOurs when app_id or (if configured) seller_id differ. Identity and
+// fields are only looked at once the signature holds.
 func (a *Alipay) Verify(body []byte, header http.Header, now time.Time) (payment.Event, error) {
-	params, err := parseAlipayForm(body)
+	params, charset, err := parseAlipayForm(body)
 	if err != nil {
 		return payment.Event{}, err
 	}
 	if err := a.checkSignature(params); err != nil {
+		return payment.Event{}, err
+	}
+	if params, err = alipayUTF8(params, charset); err != nil {
 		return payment.Event{}, err
 	}
 	if !equalConstantTime(params["app_id"], a.appID) {
@@ -60,20 +70,70 @@ func (a *Alipay) Verify(body []byte, header http.Header, now time.Time) (payment
 	if a.sellerID != "" && !equalConstantTime(params["seller_id"], a.sellerID) {
 		return payment.Event{}, fmt.Errorf("%w: alipay: seller_id differs from ours", ErrNotOurs)
 	}
-	return alipayEvent(params, body)
+	ev, err := alipayEvent(params, body)
+	if err != nil {
+		return payment.Event{}, err
+	}
+	return checkEvent(ev)
 }
 
-// parseAlipayForm reads the form body; charset is checked before UTF-8 so that a GBK
-// notification says why it is refused.
-func parseAlipayForm(body []byte) (map[string]string, error) {
+// ApplyTimeout: Alipay documents no reply timeout; 8 s, as for UnionPay's documented 10 s,
+// answers "retry" before a caller's usual timeout would cut us off.
+func (a *Alipay) ApplyTimeout() time.Duration { return 8 * time.Second }
+
+// alipayCharsets are the charsets Alipay names in charset, lower case; nil is UTF-8. GB2312 text
+// is GBK text (GBK extends it), so one decoder reads both.
+var alipayCharsets = map[string]encoding.Encoding{
+	"":       nil,
+	"utf-8":  nil,
+	"gbk":    simplifiedchinese.GBK,
+	"gb2312": simplifiedchinese.GBK,
+}
+
+// parseAlipayForm reads the form body into parameters holding the bytes as sent, and returns the
+// charset they are in (nil: UTF-8, checked here). charset is checked first, so that a notification
+// in an unknown charset says why it is refused.
+func parseAlipayForm(body []byte) (map[string]string, encoding.Encoding, error) {
 	params, err := parseForm("alipay", body)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if cs := params["charset"]; cs != "" && !strings.EqualFold(cs, "utf-8") {
-		return nil, fmt.Errorf("%w: alipay: charset %s", ErrUnsupported, quote(cs))
+	cs := params["charset"]
+	charset, ok := alipayCharsets[strings.ToLower(cs)]
+	if !ok {
+		return nil, nil, fmt.Errorf("%w: alipay: charset %s", ErrUnsupported, quote(cs))
 	}
-	return params, checkUTF8("alipay", params)
+	if charset == nil {
+		if err := checkUTF8("alipay", params); err != nil {
+			return nil, nil, err
+		}
+	}
+	return params, charset, nil
+}
+
+// alipayUTF8 converts verified parameters from charset to UTF-8 (nil: they are UTF-8 already).
+// Bytes that are not GBK become U+FFFD: the identifiers that matter are ASCII and checked later.
+func alipayUTF8(params map[string]string, charset encoding.Encoding) (map[string]string, error) {
+	if charset == nil {
+		return params, nil
+	}
+	dec := charset.NewDecoder()
+	out := make(map[string]string, len(params))
+	for k, v := range params {
+		uk, err := dec.String(k)
+		if err != nil {
+			return nil, fmt.Errorf("%w: alipay: a parameter name is not in its charset", ErrMalformed)
+		}
+		uv, err := dec.String(v)
+		if err != nil {
+			return nil, fmt.Errorf("%w: alipay: parameter %s is not in its charset", ErrMalformed, quote(uk))
+		}
+		if _, dup := out[uk]; dup {
+			return nil, fmt.Errorf("%w: alipay: duplicate parameter %s", ErrMalformed, quote(uk))
+		}
+		out[uk] = uv
+	}
+	return out, nil
 }
 
 func (a *Alipay) checkSignature(params map[string]string) error {
@@ -131,25 +191,26 @@ func alipaySignedString(params map[string]string) string {
 	return b.String()
 }
 
-// alipayEvent maps verified parameters to an event.
+// alipayEvent maps verified parameters, in UTF-8, to an event. Widths are checkEvent's.
 func alipayEvent(params map[string]string, body []byte) (payment.Event, error) {
 	ev := payment.Event{
 		Channel:  "alipay",
 		Currency: "CNY", // Alipay's total_amount is always in yuan
+		Subject:  params["subject"],
 		Raw:      bytes.Clone(body),
 	}
 
-	var err error
-	if ev.NotifyID, err = requiredField("alipay", params, "notify_id", 128); err != nil {
-		return payment.Event{}, err
+	if ev.NotifyID = params["notify_id"]; ev.NotifyID == "" {
+		return payment.Event{}, fmt.Errorf("%w: alipay: notify_id missing", ErrMalformed)
 	}
-	if ev.ChannelTxnID, err = requiredField("alipay", params, "trade_no", 64); err != nil {
-		return payment.Event{}, err
+	if ev.ChannelTxnID = params["trade_no"]; ev.ChannelTxnID == "" {
+		return payment.Event{}, fmt.Errorf("%w: alipay: trade_no missing", ErrMalformed)
 	}
 	ev.TradeNo = params["out_trade_no"]
 	if !payment.ValidTradeNo(ev.TradeNo) {
-		return payment.Event{}, fmt.Errorf("%w: alipay: out_trade_no missing or not 1-64 of [A-Za-z0-9_-]", ErrMalformed)
+		return payment.Event{}, fmt.Errorf("%w: alipay: out_trade_no missing or not 1-%d of [A-Za-z0-9_-]", ErrMalformed, payment.MaxTradeNo)
 	}
+	var err error
 	if ev.AmountFen, err = ParseYuan(params["total_amount"]); err != nil {
 		return payment.Event{}, fmt.Errorf("alipay: total_amount: %w", err)
 	}
@@ -164,27 +225,60 @@ func alipayEvent(params map[string]string, body []byte) (payment.Event, error) {
 	ev.Status = params["trade_status"]
 	switch ev.Status {
 	case "TRADE_SUCCESS", "TRADE_FINISHED":
+		// A partial refund re-sends the trade's status with refund_fee: not a second payment.
 		ev.Kind = payment.KindPaid
-		// A partial refund re-sends the trade's status with refund_fee (the total refunded so
-		// far): not a second payment. A zero refund_fee is not a refund: treating it as one would
-		// acknowledge a payment without applying it.
-		if rf := params["refund_fee"]; rf != "" {
-			fen, err := ParseYuan(rf)
-			if err != nil {
-				return payment.Event{}, fmt.Errorf("alipay: refund_fee: %w", err)
-			}
-			if fen > 0 {
-				ev.Kind = payment.KindRefund
-			}
-		}
+		err = alipayRefund(&ev, params, false)
 	case "TRADE_CLOSED":
+		// Closed covers both "never paid" and "paid, then refunded in full"; the latter carries
+		// the refund's fields and is a refund, not a close of an unpaid trade.
 		ev.Kind = payment.KindClosed
+		err = alipayRefund(&ev, params, true)
 	case "WAIT_BUYER_PAY":
 		ev.Kind = payment.KindPending
 	default:
 		return payment.Event{}, fmt.Errorf("%w: alipay: trade_status %s", ErrMalformed, quote(ev.Status))
 	}
+	if err != nil {
+		return payment.Event{}, err
+	}
 	return ev, nil
+}
+
+// alipayRefundSep joins trade_no and gmt_refund (or, lacking that, refund_fee) into a refund's
+// id when the notification has no out_biz_no: "2024050122001400000000000001|2024-05-02 10:00:00.123".
+// Alipay's trade_no is digits and never holds it, so the two parts cannot run into each other.
+const alipayRefundSep = "|"
+
+// alipayRefund turns ev into a refund when the notification carries one. refund_fee is the
+// trade's total refunded so far (RefundIsTotal), so whichever notification of a refund arrives,
+// and in whatever order, only what its total adds is counted. A zero refund_fee is no refund:
+// treating it as one would acknowledge a payment without applying it. A TRADE_CLOSED with
+// gmt_refund but no refund_fee is the whole total_amount given back.
+func alipayRefund(ev *payment.Event, params map[string]string, closed bool) error {
+	var fen int64
+	if rf := params["refund_fee"]; rf != "" {
+		var err error
+		if fen, err = ParseYuan(rf); err != nil {
+			return fmt.Errorf("alipay: refund_fee: %w", err)
+		}
+	}
+	gmt := params["gmt_refund"]
+	if fen == 0 && closed && gmt != "" {
+		fen = ev.AmountFen
+	}
+	if fen == 0 {
+		return nil
+	}
+	ev.Kind, ev.RefundFen, ev.RefundIsTotal = payment.KindRefund, fen, true
+	switch {
+	case params["out_biz_no"] != "":
+		ev.RefundID = params["out_biz_no"]
+	case gmt != "":
+		ev.RefundID = ev.ChannelTxnID + alipayRefundSep + gmt
+	default:
+		ev.RefundID = ev.ChannelTxnID + alipayRefundSep + params["refund_fee"]
+	}
+	return nil
 }
 
 // Reply renders the answer Alipay understands: exactly "success" stops its retries, anything else

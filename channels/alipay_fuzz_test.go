@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"testing"
 	"time"
+	"unicode/utf8"
+
+	"github.com/paygw/paygw/payment"
 )
 
 // isSentinel reports whether err is one of the package's refusals, as every error from outside
@@ -33,6 +36,10 @@ func FuzzAlipayVerify(f *testing.F) {
 		"sign=&sign_type=RSA2",
 		"sign=AAAA&sign_type=RSA",
 		"charset=gbk&sign=AAAA&sign_type=RSA2",
+		"charset=gbk&subject=%B2%E2%CA%D4%FF&notify_id=1&trade_no=2&out_trade_no=T1&total_amount=1.00&trade_status=TRADE_SUCCESS",
+		"charset=big5&sign=AAAA&sign_type=RSA2",
+		"notify_id=1&trade_no=2&out_trade_no=T1&total_amount=1.00&trade_status=TRADE_CLOSED&gmt_refund=2024-05-02+10%3A00%3A00",
+		"notify_id=1&trade_no=2&out_trade_no=T1&total_amount=1.00&trade_status=TRADE_CLOSED&refund_fee=0.50&out_biz_no=R1",
 		"subject=%FF&sign=AAAA&sign_type=RSA2",
 		"notify_id=1&trade_no=2&out_trade_no=T1&total_amount=1.00&trade_status=TRADE_SUCCESS&gmt_payment=2024-05-01+12%3A00%3A05",
 		"notify_id=1&trade_no=2&out_trade_no=T1&total_amount=1e2&trade_status=TRADE_SUCCESS&refund_fee=1",
@@ -51,7 +58,7 @@ func FuzzAlipayVerify(f *testing.F) {
 		}
 
 		// The signature shields the field checks from the fuzzer; exercise them on their own.
-		params, err := parseAlipayForm(body)
+		params, charset, err := parseAlipayForm(body)
 		if err != nil {
 			if !isSentinel(err) {
 				t.Fatalf("parseAlipayForm error %v wraps no sentinel", err)
@@ -59,12 +66,24 @@ func FuzzAlipayVerify(f *testing.F) {
 			return
 		}
 		_ = alipaySignedString(params)
-		ev, err = alipayEvent(params, body)
+		if params, err = alipayUTF8(params, charset); err != nil {
+			if !isSentinel(err) {
+				t.Fatalf("alipayUTF8 error %v wraps no sentinel", err)
+			}
+			return
+		}
+		if ev, err = alipayEvent(params, body); err == nil {
+			ev, err = checkEvent(ev)
+		}
 		switch {
 		case err != nil && !isSentinel(err):
 			t.Fatalf("alipayEvent error %v wraps no sentinel", err)
 		case err == nil && (ev.TradeNo == "" || ev.NotifyID == "" || ev.ChannelTxnID == "" || ev.AmountFen < 0 || ev.Kind == ""):
 			t.Fatalf("alipayEvent accepted an incomplete event %+v", ev)
+		case err == nil && !utf8.ValidString(ev.Subject):
+			t.Fatalf("alipayEvent let a subject through that is not UTF-8: %q", ev.Subject)
+		case err == nil && ev.Kind == payment.KindRefund && (ev.RefundID == "" || ev.RefundFen <= 0 || !ev.RefundIsTotal):
+			t.Fatalf("alipayEvent made a refund without its id or total: %+v", ev)
 		}
 	})
 }

@@ -22,6 +22,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
+
+	"golang.org/x/text/encoding/simplifiedchinese"
 
 	"github.com/paygw/paygw/payment"
 )
@@ -181,7 +184,7 @@ func TestAlipayVectors(t *testing.T) {
 		"rsa2_paid": {
 			NotifyID: "2024050100222120000011111111111111", TradeNo: "T20240501-0001",
 			ChannelTxnID: "2024050122001400000000000001", Kind: payment.KindPaid, Status: "TRADE_SUCCESS",
-			AmountFen: 8888, PaidAt: time.Date(2024, 5, 1, 12, 0, 5, 0, cst),
+			AmountFen: 8888, PaidAt: time.Date(2024, 5, 1, 12, 0, 5, 0, cst), Subject: "测试商品 Order #1 & co",
 		},
 		"rsa_sha1_finished": {
 			NotifyID: "2024050300222080000022222222222222", TradeNo: "T20240501_0002",
@@ -192,6 +195,20 @@ func TestAlipayVectors(t *testing.T) {
 			NotifyID: "2024050200222100000033333333333333", TradeNo: "T20240501-0001",
 			ChannelTxnID: "2024050122001400000000000001", Kind: payment.KindRefund, Status: "TRADE_SUCCESS",
 			AmountFen: 8888, PaidAt: time.Date(2024, 5, 1, 12, 0, 5, 0, cst),
+			RefundID: "R20240502-0001", RefundFen: 1000, RefundIsTotal: true,
+		},
+		// Paid, then refunded in full: Alipay closes the trade. A refund, not an unpaid close.
+		"rsa2_closed_full_refund": {
+			NotifyID: "2024050300222090000066666666666666", TradeNo: "T20240501-0005",
+			ChannelTxnID: "2024050122001400000000000005", Kind: payment.KindRefund, Status: "TRADE_CLOSED",
+			AmountFen: 2000, PaidAt: time.Date(2024, 5, 1, 12, 0, 5, 0, cst),
+			RefundID: "2024050122001400000000000005|2024-05-03 09:00:00.456", RefundFen: 2000, RefundIsTotal: true,
+		},
+		// Signed by openssl over the GBK bytes iconv made.
+		"rsa2_gbk_paid": {
+			NotifyID: "2024050100222121000077777777777777", TradeNo: "T20240501-0006",
+			ChannelTxnID: "2024050122001400000000000006", Kind: payment.KindPaid, Status: "TRADE_SUCCESS",
+			AmountFen: 6660, PaidAt: time.Date(2024, 5, 1, 12, 10, 5, 0, cst), Subject: "测试商品：龙井茶叶 250克",
 		},
 		"rsa2_closed": {
 			NotifyID: "2024050100222123000044444444444444", TradeNo: "T20240501-0003",
@@ -218,8 +235,11 @@ func TestAlipayVectors(t *testing.T) {
 			if !ok {
 				t.Fatalf("no vector %q", name)
 			}
-			params, err := parseAlipayForm([]byte(v.body))
+			params, charset, err := parseAlipayForm([]byte(v.body))
 			if err != nil {
+				t.Fatal(err)
+			}
+			if params, err = alipayUTF8(params, charset); err != nil { // the file shows it in UTF-8
 				t.Fatal(err)
 			}
 			if got := alipaySignedString(params); got != v.signed {
@@ -338,7 +358,10 @@ func TestAlipayVerify(t *testing.T) {
 		"empty body":             {body: "", wantErr: ErrMalformed},
 		"only separators":        {body: "&&", wantErr: ErrBadSignature},
 
-		"charset GBK":         {body: sign(paidParams(param{"charset", "GBK"})), wantErr: ErrUnsupported},
+		"charset GBK":         {body: sign(paidParams(param{"charset", "GBK"}))},
+		"charset gb2312":      {body: sign(paidParams(param{"charset", "gb2312"}))},
+		"charset Big5":        {body: sign(paidParams(param{"charset", "Big5"})), wantErr: ErrUnsupported},
+		"charset GB18030":     {body: sign(paidParams(param{"charset", "GB18030"})), wantErr: ErrUnsupported},
 		"charset UTF-8 upper": {body: sign(paidParams(param{"charset", "UTF-8"}))},
 		"charset absent":      {body: sign(paidParams(param{"charset", "-"}))},
 
@@ -358,15 +381,22 @@ func TestAlipayVerify(t *testing.T) {
 		"missing trade_no":        {body: sign(paidParams(param{"trade_no", "-"})), wantErr: ErrMalformed},
 		"missing out_trade_no":    {body: sign(paidParams(param{"out_trade_no", "-"})), wantErr: ErrMalformed},
 		"out_trade_no with slash": {body: sign(paidParams(param{"out_trade_no", "T/1"})), wantErr: ErrMalformed},
-		"out_trade_no 64 chars":   {body: sign(paidParams(param{"out_trade_no", strings.Repeat("a", 64)}))},
-		"out_trade_no 65 chars":   {body: sign(paidParams(param{"out_trade_no", strings.Repeat("a", 65)})), wantErr: ErrMalformed},
-		"missing total_amount":    {body: sign(paidParams(param{"total_amount", "-"})), wantErr: ErrMalformed},
-		"total_amount exponent":   {body: sign(paidParams(param{"total_amount", "1e2"})), wantErr: ErrMalformed},
-		"total_amount negative":   {body: sign(paidParams(param{"total_amount", "-1.00"})), wantErr: ErrMalformed},
-		"bad gmt_payment":         {body: sign(paidParams(param{"gmt_payment", "2024-05-01T12:00:05Z"})), wantErr: ErrMalformed},
-		"missing gmt_payment":     {body: sign(paidParams(param{"gmt_payment", "-"}))},
-		"unknown trade_status":    {body: sign(paidParams(param{"trade_status", "TRADE_PAID"})), wantErr: ErrMalformed},
-		"missing trade_status":    {body: sign(paidParams(param{"trade_status", "-"})), wantErr: ErrMalformed},
+		"out_trade_no 32 chars":   {body: sign(paidParams(param{"out_trade_no", strings.Repeat("a", 32)}))},
+		"out_trade_no 33 chars":   {body: sign(paidParams(param{"out_trade_no", strings.Repeat("a", 33)})), wantErr: ErrMalformed},
+		"notify_id 128 bytes":     {body: sign(paidParams(param{"notify_id", strings.Repeat("1", 128)}))},
+		"notify_id 129 bytes":     {body: sign(paidParams(param{"notify_id", strings.Repeat("1", 129)})), wantErr: ErrMalformed},
+		"trade_no 128 bytes":      {body: sign(paidParams(param{"trade_no", strings.Repeat("2", 128)}))},
+		"trade_no 129 bytes":      {body: sign(paidParams(param{"trade_no", strings.Repeat("2", 129)})), wantErr: ErrMalformed},
+		"out_biz_no 129 bytes": {
+			body: sign(paidParams(param{"refund_fee", "1.00"}, param{"out_biz_no", strings.Repeat("R", 129)})), wantErr: ErrMalformed,
+		},
+		"missing total_amount":  {body: sign(paidParams(param{"total_amount", "-"})), wantErr: ErrMalformed},
+		"total_amount exponent": {body: sign(paidParams(param{"total_amount", "1e2"})), wantErr: ErrMalformed},
+		"total_amount negative": {body: sign(paidParams(param{"total_amount", "-1.00"})), wantErr: ErrMalformed},
+		"bad gmt_payment":       {body: sign(paidParams(param{"gmt_payment", "2024-05-01T12:00:05Z"})), wantErr: ErrMalformed},
+		"missing gmt_payment":   {body: sign(paidParams(param{"gmt_payment", "-"}))},
+		"unknown trade_status":  {body: sign(paidParams(param{"trade_status", "TRADE_PAID"})), wantErr: ErrMalformed},
+		"missing trade_status":  {body: sign(paidParams(param{"trade_status", "-"})), wantErr: ErrMalformed},
 	}
 
 	for name, tt := range tests {
@@ -401,22 +431,50 @@ func TestAlipayVerify(t *testing.T) {
 func TestAlipayKind(t *testing.T) {
 	key := readPrivateKey(t, "alipay_key.pem")
 	a := NewAlipay(testAppID, testSellerID, testAlipayPublicKey(t))
+	const txn = "2024050122001400000000000009" // paidParams' trade_no
+	closed := param{"trade_status", "TRADE_CLOSED"}
 	tests := map[string]struct {
-		edits []param
-		want  payment.Kind
+		edits     []param
+		want      payment.Kind
+		refundID  string
+		refundFen int64 // the running total refund_fee states
 	}{
-		"TRADE_SUCCESS":                 {[]param{{"trade_status", "TRADE_SUCCESS"}}, payment.KindPaid},
-		"TRADE_FINISHED":                {[]param{{"trade_status", "TRADE_FINISHED"}}, payment.KindPaid},
-		"TRADE_CLOSED":                  {[]param{{"trade_status", "TRADE_CLOSED"}, {"gmt_payment", "-"}}, payment.KindClosed},
-		"WAIT_BUYER_PAY":                {[]param{{"trade_status", "WAIT_BUYER_PAY"}, {"gmt_payment", "-"}}, payment.KindPending},
-		"TRADE_SUCCESS with refund":     {[]param{{"refund_fee", "1.00"}, {"gmt_refund", "2024-05-02 10:00:00.123"}}, payment.KindRefund},
-		"TRADE_SUCCESS refund_fee":      {[]param{{"refund_fee", "1.00"}}, payment.KindRefund},
-		"TRADE_SUCCESS gmt_refund only": {[]param{{"gmt_refund", "2024-05-02 10:00:00"}}, payment.KindPaid},
-		"TRADE_SUCCESS zero refund":     {[]param{{"refund_fee", "0.00"}, {"gmt_refund", "2024-05-02 10:00:00"}}, payment.KindPaid},
-		"TRADE_FINISHED with refund":    {[]param{{"trade_status", "TRADE_FINISHED"}, {"refund_fee", "1.00"}}, payment.KindRefund},
-		"TRADE_SUCCESS empty refund":    {[]param{{"refund_fee", ""}, {"gmt_refund", ""}}, payment.KindPaid},
-		"TRADE_CLOSED after a refund":   {[]param{{"trade_status", "TRADE_CLOSED"}, {"refund_fee", "12.30"}}, payment.KindClosed},
-		"WAIT_BUYER_PAY odd refund_fee": {[]param{{"trade_status", "WAIT_BUYER_PAY"}, {"refund_fee", "1"}}, payment.KindPending},
+		"TRADE_SUCCESS":                 {edits: []param{{"trade_status", "TRADE_SUCCESS"}}, want: payment.KindPaid},
+		"TRADE_FINISHED":                {edits: []param{{"trade_status", "TRADE_FINISHED"}}, want: payment.KindPaid},
+		"TRADE_CLOSED unpaid":           {edits: []param{closed, {"gmt_payment", "-"}}, want: payment.KindClosed},
+		"WAIT_BUYER_PAY":                {edits: []param{{"trade_status", "WAIT_BUYER_PAY"}, {"gmt_payment", "-"}}, want: payment.KindPending},
+		"TRADE_SUCCESS gmt_refund only": {edits: []param{{"gmt_refund", "2024-05-02 10:00:00"}}, want: payment.KindPaid},
+		"TRADE_SUCCESS zero refund":     {edits: []param{{"refund_fee", "0.00"}, {"gmt_refund", "2024-05-02 10:00:00"}}, want: payment.KindPaid},
+		"TRADE_SUCCESS empty refund":    {edits: []param{{"refund_fee", ""}, {"gmt_refund", ""}}, want: payment.KindPaid},
+		"WAIT_BUYER_PAY odd refund_fee": {edits: []param{{"trade_status", "WAIT_BUYER_PAY"}, {"refund_fee", "1"}}, want: payment.KindPending},
+		"TRADE_CLOSED zero refund":      {edits: []param{closed, {"refund_fee", "0.00"}}, want: payment.KindClosed},
+
+		"partial refund with out_biz_no": {
+			edits: []param{{"refund_fee", "1.00"}, {"gmt_refund", "2024-05-02 10:00:00.123"}, {"out_biz_no", "R-7"}},
+			want:  payment.KindRefund, refundID: "R-7", refundFen: 100,
+		},
+		"partial refund without out_biz_no": {
+			edits: []param{{"refund_fee", "1.00"}, {"gmt_refund", "2024-05-02 10:00:00.123"}},
+			want:  payment.KindRefund, refundID: txn + "|2024-05-02 10:00:00.123", refundFen: 100,
+		},
+		"partial refund, refund_fee alone": {
+			edits: []param{{"refund_fee", "1.00"}}, want: payment.KindRefund, refundID: txn + "|1.00", refundFen: 100,
+		},
+		"TRADE_FINISHED with refund": {
+			edits: []param{{"trade_status", "TRADE_FINISHED"}, {"refund_fee", "2.50"}, {"out_biz_no", "R-8"}},
+			want:  payment.KindRefund, refundID: "R-8", refundFen: 250,
+		},
+		"TRADE_CLOSED after a full refund": {
+			edits: []param{closed, {"refund_fee", "12.30"}, {"gmt_refund", "2024-05-03 09:00:00"}, {"out_biz_no", "R-9"}},
+			want:  payment.KindRefund, refundID: "R-9", refundFen: 1230,
+		},
+		"TRADE_CLOSED with refund_fee only": {
+			edits: []param{closed, {"refund_fee", "12.30"}}, want: payment.KindRefund, refundID: txn + "|12.30", refundFen: 1230,
+		},
+		"TRADE_CLOSED with gmt_refund only: the whole total_amount": {
+			edits: []param{closed, {"gmt_refund", "2024-05-03 09:00:00"}},
+			want:  payment.KindRefund, refundID: txn + "|2024-05-03 09:00:00", refundFen: 1230,
+		},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -428,8 +486,74 @@ func TestAlipayKind(t *testing.T) {
 			if ev.Kind != tt.want {
 				t.Errorf("Kind = %s, want %s", ev.Kind, tt.want)
 			}
-			if ev.AmountFen != 1230 {
-				t.Errorf("AmountFen = %d, want 1230 (total_amount, whatever the kind)", ev.AmountFen)
+			if ev.AmountFen != 1230 || ev.ChannelTxnID != txn {
+				t.Errorf("AmountFen, ChannelTxnID = %d, %s; want 1230 (total_amount, whatever the kind), the payment's trade_no", ev.AmountFen, ev.ChannelTxnID)
+			}
+			if ev.RefundID != tt.refundID || ev.RefundFen != tt.refundFen || ev.RefundIsTotal != (tt.want == payment.KindRefund) {
+				t.Errorf("refund = %q %d total=%v, want %q %d", ev.RefundID, ev.RefundFen, ev.RefundIsTotal, tt.refundID, tt.refundFen)
+			}
+		})
+	}
+	// A refund_fee that does not parse is refused, whatever the trade_status it comes with.
+	for _, status := range []string{"TRADE_SUCCESS", "TRADE_CLOSED"} {
+		body := signAlipay(t, key, crypto.SHA256, "RSA2", paidParams(param{"trade_status", status}, param{"refund_fee", "1e2"}))
+		if _, err := a.Verify([]byte(body), nil, time.Time{}); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s with refund_fee 1e2: err = %v, want ErrMalformed", status, err)
+		}
+	}
+}
+
+// TestAlipayCharset: Alipay signs the values in the charset it names. The signature must be
+// checked over those bytes as sent, and the event must carry them as UTF-8.
+func TestAlipayCharset(t *testing.T) {
+	key := readPrivateKey(t, "alipay_key.pem")
+	a := NewAlipay(testAppID, "", testAlipayPublicKey(t))
+	const subject = "测试商品：龙井茶叶 250克 ￥"
+	gbk := func(s string) string {
+		b, err := simplifiedchinese.GBK.NewEncoder().String(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	tests := map[string]struct {
+		charset string
+		sent    string // the subject's bytes in the body
+		signed  string // the subject's bytes in the signed string
+		wantErr error
+	}{
+		"GBK":                        {charset: "GBK", sent: gbk(subject), signed: gbk(subject)},
+		"gbk lower case":             {charset: "gbk", sent: gbk(subject), signed: gbk(subject)},
+		"gb2312":                     {charset: "gb2312", sent: gbk(subject), signed: gbk(subject)},
+		"utf-8":                      {charset: "utf-8", sent: subject, signed: subject},
+		"GBK sent, UTF-8 signed":     {charset: "GBK", sent: gbk(subject), signed: subject, wantErr: ErrBadSignature},
+		"GBK bytes labelled utf-8":   {charset: "utf-8", sent: gbk(subject), signed: gbk(subject), wantErr: ErrMalformed},
+		"UTF-8 bytes labelled GBK":   {charset: "GBK", sent: subject, signed: subject}, // verifies; the subject is mojibake
+		"GBK, unknown charset label": {charset: "x-gbk", sent: gbk(subject), signed: gbk(subject), wantErr: ErrUnsupported},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			params := paidParams(param{"charset", tt.charset}, param{"subject", tt.signed})
+			body := signAlipay(t, key, crypto.SHA256, "RSA2", params)
+			body = strings.Replace(body, "subject="+url.QueryEscape(tt.signed), "subject="+url.QueryEscape(tt.sent), 1)
+			ev, err := a.Verify([]byte(body), nil, time.Time{})
+			if tt.wantErr != nil {
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("Verify error = %v, want %v", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Verify: %v", err)
+			}
+			if name == "UTF-8 bytes labelled GBK" {
+				if ev.Subject == subject || !utf8.ValidString(ev.Subject) {
+					t.Errorf("Subject = %q: want the UTF-8 bytes read as GBK, still valid UTF-8", ev.Subject)
+				}
+				return
+			}
+			if ev.Subject != subject || ev.TradeNo != "T20240501-0009" || ev.Kind != payment.KindPaid {
+				t.Errorf("event: subject %q, trade_no %q, kind %s; want %q intact", ev.Subject, ev.TradeNo, ev.Kind, subject)
 			}
 		})
 	}

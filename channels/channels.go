@@ -16,6 +16,8 @@ import (
 	"net/url"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/paygw/paygw/payment"
 )
 
 // Errors returned by the channels, wrapped with a short reason. The reasons name fields, never
@@ -25,7 +27,56 @@ var (
 	ErrBadSignature = errors.New("channels: bad signature") // missing, undecodable or not matching
 	ErrNotOurs      = errors.New("channels: not ours")      // app or merchant id is not the configured one
 	ErrUnsupported  = errors.New("channels: unsupported")   // e.g. an unknown sign_type or charset
+
+	// ErrProbe is a channel's deliberate test of our verification (WeChat's WECHATPAY/SIGNTEST/
+	// signatures): refused like any bad signature, but expected, so it says nothing about our keys.
+	ErrProbe = fmt.Errorf("%w: signature probe", ErrBadSignature)
 )
+
+// The widths of the columns an event's identifiers are stored in (notify_journal.notify_id,
+// channel_txn_id, refund.refund_id and idempotent_record.idem_key; orders.trade_no is
+// payment.MaxTradeNo). A longer id is refused when the notification is verified: stored, it would
+// fail its insert on every redelivery until the channel gives up.
+const (
+	maxNotifyID     = 128
+	maxChannelTxnID = 128
+	maxRefundID     = 128
+)
+
+// checkEvent is the one width and shape check every Verify passes its event through. Status and
+// Subject are informational and clipped by the repository instead.
+func checkEvent(ev payment.Event) (payment.Event, error) {
+	bad := func(format string, args ...any) (payment.Event, error) {
+		return payment.Event{}, fmt.Errorf("%w: %s: "+format, append([]any{ErrMalformed, ev.Channel}, args...)...)
+	}
+	switch {
+	case ev.NotifyID == "" || len(ev.NotifyID) > maxNotifyID:
+		return bad("notification id missing or longer than %d bytes", maxNotifyID)
+	case ev.TradeNo != "" && !payment.ValidTradeNo(ev.TradeNo):
+		return bad("merchant order number not 1-%d of [A-Za-z0-9_-]", payment.MaxTradeNo)
+	case ev.TradeNo == "" && ev.Kind != payment.KindRefund && ev.Kind != payment.KindOther:
+		return bad("merchant order number missing")
+	case len(ev.ChannelTxnID) > maxChannelTxnID:
+		return bad("transaction id longer than %d bytes", maxChannelTxnID)
+	case ev.Kind == payment.KindRefund && (ev.RefundID == "" || len(ev.RefundID) > maxRefundID):
+		return bad("refund id missing or longer than %d bytes", maxRefundID)
+	case (ev.Kind == payment.KindPaid || ev.Kind == payment.KindRefund) && ev.ChannelTxnID == "":
+		return bad("transaction id missing")
+	case ev.Kind != payment.KindRefund && (ev.RefundID != "" || ev.RefundFen != 0 || ev.RefundIsTotal):
+		return bad("refund fields on a %s event", ev.Kind)
+	case ev.AmountFen < 0 || ev.RefundFen < 0:
+		return bad("negative amount")
+	case ev.Currency != "" && !isCurrencyCode(ev.Currency):
+		return bad("currency %s is not 3 upper-case letters", quote(ev.Currency))
+	case ev.Currency == "" && ev.Kind != payment.KindOther:
+		return bad("currency missing")
+	}
+	return ev, nil
+}
+
+func isCurrencyCode(s string) bool {
+	return len(s) == 3 && strings.Trim(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") == ""
+}
 
 // Response is what the HTTP layer writes back to the channel, as is.
 type Response struct {

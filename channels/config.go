@@ -14,12 +14,16 @@ import (
 	"github.com/paygw/paygw/payment"
 )
 
-// Channel is the shape every channel shares: verify raw bytes and headers into an event, and
-// render the three replies in the channel's own words.
+// Channel is the shape every channel shares: verify raw bytes and headers into an event, render
+// the three replies in the channel's own words, and say how long applying an event may take.
 type Channel interface {
 	Name() string
 	Verify(body []byte, header http.Header, now time.Time) (payment.Event, error)
 	Reply(r payment.Reply) Response
+	// ApplyTimeout bounds the work on one verified notification, well inside the time the channel
+	// waits for our reply: past it we answer "retry" rather than let the channel give up on us
+	// while we are still working.
+	ApplyTimeout() time.Duration
 }
 
 var (
@@ -49,7 +53,7 @@ func FromConfig(c config.Channels) ([]Channel, error) {
 		chs = append(chs, NewAlipay(a.AppID, a.SellerID, key))
 	}
 	if w := c.WeChatPay; w.Enabled {
-		wc := WeChatPayConfig{MchID: w.MchID, AppID: w.AppID, APIv3Key: w.APIv3Key, PublicKeyID: w.PlatformPublicKeyID}
+		wc := WeChatPayConfig{MchID: w.MchID, AppID: w.AppID, AppIDs: w.AppIDs, APIv3Key: w.APIv3Key, PublicKeyID: w.PlatformPublicKeyID}
 		if w.PlatformPublicKeyFile != "" {
 			b, err := os.ReadFile(w.PlatformPublicKeyFile)
 			if err != nil {
@@ -88,7 +92,7 @@ func FromConfig(c config.Channels) ([]Channel, error) {
 		if err != nil {
 			return nil, fmt.Errorf("config channels.unionpay.intermediate_cert_file: %w", err)
 		}
-		ch, err := NewUnionPay(UnionPayConfig{MerID: u.MerID, Roots: roots, Intermediates: mids})
+		ch, err := NewUnionPay(UnionPayConfig{MerID: u.MerID, Roots: roots, Intermediates: mids, SignerName: u.SignerName})
 		if err != nil {
 			return nil, err
 		}

@@ -72,8 +72,15 @@ func (s *Stripe) Verify(body []byte, header http.Header, now time.Time) (payment
 	if err := s.checkSignature(body, sig, now); err != nil {
 		return payment.Event{}, err
 	}
-	return stripeEvent(body)
+	ev, err := stripeEvent(body)
+	if err != nil {
+		return payment.Event{}, err
+	}
+	return checkEvent(ev)
 }
+
+// ApplyTimeout: Stripe wants a quick 2xx and gives up on a delivery after some seconds.
+func (s *Stripe) ApplyTimeout() time.Duration { return 8 * time.Second }
 
 // errStripeStale is a timestamp outside the window: a replay, a delivery held back, or a sender
 // whose clock is off.
@@ -176,28 +183,38 @@ type stripeObjectJSON struct {
 	AmountTotal       json.RawMessage   `json:"amount_total"`    // Checkout Session
 	AmountRefunded    json.RawMessage   `json:"amount_refunded"` // Charge
 	PaymentStatus     string            `json:"payment_status"`  // Checkout Session
+	Mode              string            `json:"mode"`            // Checkout Session: payment, setup, subscription
 	ClientReferenceID string            `json:"client_reference_id"`
 	PaymentIntent     json.RawMessage   `json:"payment_intent"` // an id, or null
+	Refunds           json.RawMessage   `json:"refunds"`        // Charge: a list of refunds, in older API versions
 }
 
-// stripeEvent maps a verified event body to an event:
+// stripeEvent maps a verified event body to an event. Stripe sends every event of the account,
+// other integrations' included, so an event that is not about one of our orders is acknowledged
+// and journalled (KindOther), never refused:
 //
 //   - payment_intent.succeeded: KindPaid; trade_no from metadata.trade_no, amount_received,
 //     channel txn id the PaymentIntent's id.
 //   - checkout.session.completed and .async_payment_succeeded (delayed payment methods):
-//     KindPaid when payment_status is "paid", else KindPending;
-//     trade_no from client_reference_id, else metadata.trade_no; amount_total; channel txn id the
+//     KindPaid when payment_status is "paid", else KindPending; amount_total; channel txn id the
 //     session's payment_intent when set, so that this event and the payment_intent.succeeded of
-//     the same payment are one payment, else the session's id.
-//   - charge.refunded: KindRefund; trade_no from metadata.trade_no, amount_refunded, channel txn
-//     id the charge's payment_intent when set, else the charge's id.
-//   - any of these without a trade_no of ours: KindOther (acknowledged, never applied).
-//   - any other type: KindOther, never applied. TradeNo and ChannelTxnID are the object's
-//     metadata.trade_no and id when they are present and well formed, and otherwise "" (so is
-//     Currency, and AmountFen is 0): the caller must accept a KindOther event without a trade_no.
+//     the same payment are one payment, else the session's id. trade_no from metadata.trade_no,
+//     else from client_reference_id when it has a trade_no's shape; as other integrations fill
+//     client_reference_id too (an email, a cart id), such an event is marked TradeNoUnsure and
+//     counts only if the order exists. A setup-mode session moves no money: KindOther.
+//   - charge.refunded: KindRefund of the running total amount_refunded (RefundIsTotal), keyed by
+//     the newest refund in the charge's refunds list when it carries one, else by
+//     "<charge id>:<amount_refunded>"; trade_no from metadata.trade_no, or "" for a refund of a
+//     payment_intent (a Checkout payment's charge carries no metadata of ours: apply finds the
+//     order by the payment_intent). Channel txn id the payment_intent when set, else the charge.
+//   - any of these without a trade_no of ours (none, or not in our shape): KindOther.
+//   - any other type: KindOther. TradeNo and ChannelTxnID are the object's metadata.trade_no and
+//     id when they are present and well formed, and otherwise "" (so is Currency, and AmountFen
+//     is 0): the caller must accept a KindOther event without a trade_no.
 //
 // NotifyID is the event id, Status the event type, PaidAt the event's created time, Currency upper
-// case. Errors wrap ErrMalformed.
+// case. Errors wrap ErrMalformed: the envelope is not an event, or an event about our order has a
+// field we cannot read.
 func stripeEvent(body []byte) (payment.Event, error) {
 	if err := strictJSON("stripe", "body", body); err != nil {
 		return payment.Event{}, err
@@ -206,7 +223,7 @@ func stripeEvent(body []byte) (payment.Event, error) {
 	if err := json.Unmarshal(body, &env); err != nil {
 		return payment.Event{}, fmt.Errorf("%w: stripe: body is not a JSON event", ErrMalformed)
 	}
-	if !strings.HasPrefix(env.ID, "evt_") || !validStripeID(env.ID, 128) {
+	if !strings.HasPrefix(env.ID, "evt_") || !validStripeID(env.ID) {
 		return payment.Event{}, fmt.Errorf("%w: stripe: id missing or not an evt_ id", ErrMalformed)
 	}
 	if !validStripeType(env.Type) {
@@ -228,9 +245,9 @@ func stripeEvent(body []byte) (payment.Event, error) {
 		PaidAt:   time.Unix(created, 0).UTC(),
 		Raw:      bytes.Clone(body),
 	}
-	switch env.Type {
-	case "payment_intent.succeeded", "checkout.session.completed", "checkout.session.async_payment_succeeded", "charge.refunded":
-	default:
+	session := env.Type == "checkout.session.completed" || env.Type == "checkout.session.async_payment_succeeded"
+	refund := env.Type == "charge.refunded"
+	if !session && !refund && env.Type != "payment_intent.succeeded" {
 		ev.Kind = payment.KindOther
 		ev.ChannelTxnID, ev.TradeNo = stripeOtherFields(obj)
 		return ev, nil
@@ -240,7 +257,26 @@ func stripeEvent(body []byte) (payment.Event, error) {
 	if err := json.Unmarshal(obj, &o); err != nil {
 		return payment.Event{}, fmt.Errorf("%w: stripe: %s: data.object has a field of the wrong type", ErrMalformed, env.Type)
 	}
-	if !validStripeID(o.ID, 128) {
+	tradeNo := o.Metadata["trade_no"] // ours: it wins over client_reference_id
+	if tradeNo == "" && session && o.ClientReferenceID != "" {
+		tradeNo, ev.TradeNoUnsure = o.ClientReferenceID, true
+	}
+	if !payment.ValidTradeNo(tradeNo) {
+		tradeNo, ev.TradeNoUnsure = "", false
+	}
+	hasPaymentIntent := len(o.PaymentIntent) > 0 && string(o.PaymentIntent) != "null" && string(o.PaymentIntent) != `""`
+	if session && o.Mode == "setup" || tradeNo == "" && !(refund && hasPaymentIntent) {
+		// Not one of our orders: acknowledged and journalled, as a refusal would only make
+		// Stripe resend it for three days. (A PaymentIntent made by a Checkout Session carries no
+		// metadata of ours; the session's event applies that payment.)
+		ev.Kind, ev.TradeNoUnsure = payment.KindOther, false
+		pi, _ := stripePaymentIntent(o.PaymentIntent)
+		ev.ChannelTxnID = journalID(cmp.Or(pi, o.ID))
+		return ev, nil
+	}
+	ev.TradeNo = tradeNo
+
+	if !validStripeID(o.ID) {
 		return payment.Event{}, fmt.Errorf("%w: stripe: data.object.id missing or invalid", ErrMalformed)
 	}
 	if ev.Currency, err = stripeCurrency(o.Currency); err != nil {
@@ -250,15 +286,10 @@ func stripeEvent(body []byte) (payment.Event, error) {
 	if err != nil {
 		return payment.Event{}, err
 	}
-
-	tradeNo, tradeNoField := o.Metadata["trade_no"], "data.object.metadata.trade_no"
 	var amount json.RawMessage
 	var amountField string
-	switch env.Type {
-	case "payment_intent.succeeded":
-		ev.Kind, ev.ChannelTxnID = payment.KindPaid, o.ID
-		amount, amountField = o.AmountReceived, "amount_received"
-	case "checkout.session.completed", "checkout.session.async_payment_succeeded":
+	switch {
+	case session:
 		switch o.PaymentStatus {
 		case "":
 			return payment.Event{}, fmt.Errorf("%w: stripe: data.object.payment_status missing", ErrMalformed)
@@ -269,40 +300,47 @@ func stripeEvent(body []byte) (payment.Event, error) {
 		}
 		ev.ChannelTxnID = cmp.Or(paymentIntent, o.ID)
 		amount, amountField = o.AmountTotal, "amount_total"
-		if o.ClientReferenceID != "" {
-			tradeNo, tradeNoField = o.ClientReferenceID, "data.object.client_reference_id"
-		}
-	case "charge.refunded":
+	case refund:
 		ev.Kind, ev.ChannelTxnID = payment.KindRefund, cmp.Or(paymentIntent, o.ID)
 		amount, amountField = o.AmountRefunded, "amount_refunded"
+	default:
+		ev.Kind, ev.ChannelTxnID = payment.KindPaid, o.ID
+		amount, amountField = o.AmountReceived, "amount_received"
 	}
-
-	if tradeNo == "" && ev.Kind == payment.KindRefund && paymentIntent != "" {
-		// A refund of a Checkout payment names no trade_no; the journal finds its order by
-		// the PaymentIntent the payment was applied under.
-		if ev.AmountFen, err = stripeInteger("data.object."+amountField, amount); err != nil {
-			return payment.Event{}, err
-		}
-		return ev, nil
-	}
-	if tradeNo == "" {
-		// Not one of our orders (a PaymentIntent made by a Checkout Session carries no metadata
-		// of ours; the session event applies that payment). Acknowledged and journalled: a
-		// refusal would only make Stripe resend it for three days.
-		ev.Kind, ev.Currency, ev.AmountFen = payment.KindOther, "", 0
-		return ev, nil
-	}
-	if !payment.ValidTradeNo(tradeNo) {
-		return payment.Event{}, fmt.Errorf("%w: stripe: %s not 1-64 of [A-Za-z0-9_-]", ErrMalformed, tradeNoField)
-	}
-	ev.TradeNo = tradeNo
 	if ev.AmountFen, err = stripeInteger("data.object."+amountField, amount); err != nil {
 		return payment.Event{}, err
 	}
 	if ev.AmountFen > maxFen {
 		return payment.Event{}, fmt.Errorf("%w: stripe: data.object.%s too large", ErrMalformed, amountField)
 	}
+	if refund {
+		ev.RefundFen, ev.RefundIsTotal = ev.AmountFen, true
+		ev.RefundID = cmp.Or(newestStripeRefund(o.Refunds), o.ID+":"+strconv.FormatInt(ev.AmountFen, 10))
+	}
 	return ev, nil
+}
+
+// newestStripeRefund is the id of the newest refund in a charge's refunds list ("" when the
+// charge carries none, as it does not since API version 2022-11-15, or none is usable). Any of the
+// charge's refunds would key this notice safely, as its amount is the running total; the newest
+// one is the refund that caused it.
+func newestStripeRefund(raw json.RawMessage) string {
+	var list struct {
+		Data []struct {
+			ID      string `json:"id"`
+			Created int64  `json:"created"`
+		} `json:"data"`
+	}
+	if json.Unmarshal(raw, &list) != nil {
+		return ""
+	}
+	id, newest := "", int64(-1)
+	for _, r := range list.Data { // newest first, as Stripe lists; the first of equal times wins
+		if r.Created > newest && journalID(r.ID) != "" {
+			id, newest = r.ID, r.Created
+		}
+	}
+	return id
 }
 
 // stripeOtherFields reads what it can of an object we do not map, for the journal; nothing in
@@ -313,13 +351,21 @@ func stripeOtherFields(obj json.RawMessage) (id, tradeNo string) {
 		Metadata map[string]any `json:"metadata"`
 	}
 	_ = json.Unmarshal(obj, &o) // keeps whatever decoded
-	if s, _ := o.ID.(string); validStripeID(s, 128) {
-		id = s
-	}
+	s, _ := o.ID.(string)
+	id = journalID(s)
 	if s, _ := o.Metadata["trade_no"].(string); payment.ValidTradeNo(s) {
 		tradeNo = s
 	}
 	return id, tradeNo
+}
+
+// journalID keeps an id of an event that is only journalled when it fits its column, and drops it
+// otherwise: such an event is never refused.
+func journalID(s string) string {
+	if !validStripeID(s) || len(s) > maxChannelTxnID {
+		return ""
+	}
+	return s
 }
 
 // stripeInteger reads a JSON number that must be a plain non-negative integer of at most twelve
@@ -357,15 +403,16 @@ func stripePaymentIntent(raw json.RawMessage) (string, error) {
 		return "", nil
 	}
 	var id string
-	if err := json.Unmarshal(raw, &id); err != nil || id != "" && !validStripeID(id, 255) {
+	if err := json.Unmarshal(raw, &id); err != nil || id != "" && !validStripeID(id) {
 		return "", fmt.Errorf("%w: stripe: data.object.payment_intent is not an id", ErrMalformed)
 	}
 	return id, nil
 }
 
-// validStripeID reports whether s looks like a Stripe object id (pi_3Mtw..., cs_test_a1...).
-func validStripeID(s string, maxLen int) bool {
-	if s == "" || len(s) > maxLen {
+// validStripeID reports whether s looks like a Stripe object id (pi_3Mtw..., cs_test_a1...). Its
+// length is checkEvent's to judge, against the column it goes into.
+func validStripeID(s string) bool {
+	if s == "" {
 		return false
 	}
 	for i := 0; i < len(s); i++ {

@@ -22,6 +22,10 @@ func stripeFuzzSeeds(tb testing.TB) [][2]string {
 		stripeEnvelope("charge.refunded", stripeChargeObject()),
 		stripeEnvelope("customer.created", `{"id":"cus_1","metadata":{}}`),
 		stripeEnvelope("payment_intent.succeeded", stripePaymentIntentObject(kv{"amount_received", "1.5"})),
+		stripeEnvelope("checkout.session.completed", stripeSessionObject(kv{"client_reference_id", `"buyer@example.com"`})),
+		stripeEnvelope("checkout.session.completed", stripeSessionObject(kv{"mode", `"setup"`}, kv{"currency", "null"}, kv{"amount_total", "null"})),
+		stripeEnvelope("charge.refunded", stripeChargeObject(kv{"refunds", `{"object":"list","data":[{"id":"re_1","created":1}]}`})),
+		stripeEnvelope("charge.refunded", stripeChargeObject(kv{"metadata", `{}`})),
 	}
 	for _, v := range readStripeVectors(tb) {
 		body, err := os.ReadFile(filepath.Join("testdata", v.file))
@@ -56,8 +60,15 @@ func checkStripeEvent(t *testing.T, fn string, ev payment.Event, err error) {
 		}
 	case ev.Kind != payment.KindPaid && ev.Kind != payment.KindPending && ev.Kind != payment.KindRefund:
 		t.Fatalf("%s made kind %q", fn, ev.Kind)
-	case !payment.ValidTradeNo(ev.TradeNo) || ev.ChannelTxnID == "" || len(ev.Currency) != 3 || strings.ToUpper(ev.Currency) != ev.Currency:
+	case ev.Kind == payment.KindRefund && (ev.RefundID == "" || !ev.RefundIsTotal || ev.RefundFen != ev.AmountFen):
+		t.Fatalf("%s made a refund without its id or running total: %+v", fn, ev)
+	case !payment.ValidTradeNo(ev.TradeNo) && !(ev.Kind == payment.KindRefund && ev.TradeNo == ""):
+		t.Fatalf("%s accepted trade_no %q", fn, ev.TradeNo)
+	case ev.ChannelTxnID == "" || len(ev.Currency) != 3 || strings.ToUpper(ev.Currency) != ev.Currency:
 		t.Fatalf("%s accepted an incomplete event %+v", fn, ev)
+	}
+	if _, err := checkEvent(ev); err != nil {
+		t.Fatalf("%s accepted an event that does not fit its columns: %v", fn, err)
 	}
 }
 
@@ -105,6 +116,9 @@ func FuzzStripeEvent(f *testing.F) {
 
 	f.Fuzz(func(t *testing.T, body []byte) {
 		ev, err := stripeEvent(body)
+		if err == nil {
+			ev, err = checkEvent(ev) // as Verify does
+		}
 		checkStripeEvent(t, "stripeEvent", ev, err)
 		if err != nil && !errors.Is(err, ErrMalformed) {
 			t.Fatalf("stripeEvent error %v is not ErrMalformed", err)

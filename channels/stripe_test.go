@@ -158,15 +158,23 @@ func TestStripeVectors(t *testing.T) {
 			PaidAt: time.Unix(1714564805, 0).UTC(),
 		},
 		// The same payment as the PaymentIntent above: the same channel transaction.
+		// trade_no from client_reference_id, which counts only if the order exists.
 		"stripe_checkout_session_completed.json": {
 			NotifyID: "evt_1PBm2cLkdIwHu7ixq3Hh0aZt", TradeNo: "T20240501-0001", ChannelTxnID: "pi_3PBm2aLkdIwHu7ix0Wb5Jx2L",
 			Kind: payment.KindPaid, Status: "checkout.session.completed", AmountFen: 8888, Currency: "CNY",
-			PaidAt: time.Unix(1714564806, 0).UTC(),
+			PaidAt: time.Unix(1714564806, 0).UTC(), TradeNoUnsure: true,
 		},
+		// A charge of today's API versions lists no refunds: keyed by the charge and its total.
 		"stripe_charge_refunded.json": {
 			NotifyID: "evt_3PBm2aLkdIwHu7ix0r5Tf2Ke", TradeNo: "T20240501-0001", ChannelTxnID: "pi_3PBm2aLkdIwHu7ix0Wb5Jx2L",
 			Kind: payment.KindRefund, Status: "charge.refunded", AmountFen: 1000, Currency: "CNY",
-			PaidAt: time.Unix(1714651200, 0).UTC(),
+			PaidAt: time.Unix(1714651200, 0).UTC(), RefundID: "ch_3PBm2aLkdIwHu7ix0Ut6oZ1c:1000", RefundFen: 1000, RefundIsTotal: true,
+		},
+		// An older API version lists them: keyed by the newest, the second refund.
+		"stripe_charge_refunded_list.json": {
+			NotifyID: "evt_3PBm2aLkdIwHu7ix0r7Wq9Lm", TradeNo: "T20240501-0001", ChannelTxnID: "pi_3PBm2aLkdIwHu7ix0Wb5Jx2L",
+			Kind: payment.KindRefund, Status: "charge.refunded", AmountFen: 3000, Currency: "CNY",
+			PaidAt: time.Unix(1714737600, 0).UTC(), RefundID: "re_3PBm2aLkdIwHu7ix0Rf2Second", RefundFen: 3000, RefundIsTotal: true,
 		},
 	}
 	vectors := readStripeVectors(t)
@@ -380,8 +388,13 @@ func TestStripeEvent(t *testing.T) {
 		"currency with a digit":                             {body: piEvent(kv{"currency", `"c1y"`}), wantErr: ErrMalformed},
 		"missing metadata.trade_no: not ours, acknowledged": {body: piEvent(kv{"metadata", `{}`}), want: want{payment.KindOther, "", pi, 0, ""}},
 		"missing metadata: not ours, acknowledged":          {body: piEvent(kv{"metadata", "-"}), want: want{payment.KindOther, "", pi, 0, ""}},
-		"trade_no with slash":                               {body: piEvent(kv{"metadata", `{"trade_no":"T/1"}`}), wantErr: ErrMalformed},
-		"trade_no 65 chars":                                 {body: piEvent(kv{"metadata", `{"trade_no":"` + strings.Repeat("a", 65) + `"}`}), wantErr: ErrMalformed},
+		"trade_no with slash: not ours":                     {body: piEvent(kv{"metadata", `{"trade_no":"T/1"}`}), want: want{payment.KindOther, "", pi, 0, ""}},
+		"trade_no 32 chars":                                 {body: piEvent(kv{"metadata", `{"trade_no":"` + strings.Repeat("a", 32) + `"}`}), want: want{payment.KindPaid, strings.Repeat("a", 32), pi, 8888, "CNY"}},
+		"trade_no 33 chars: not ours":                       {body: piEvent(kv{"metadata", `{"trade_no":"` + strings.Repeat("a", 33) + `"}`}), want: want{payment.KindOther, "", pi, 0, ""}},
+		"not ours, currency and amount unread":              {body: piEvent(kv{"metadata", `{}`}, kv{"currency", "null"}, kv{"amount_received", `"x"`}), want: want{payment.KindOther, "", pi, 0, ""}},
+		"object id 128 bytes":                               {body: piEvent(kv{"id", `"pi_` + strings.Repeat("a", 125) + `"`}), want: want{payment.KindPaid, "T20240501-0001", "pi_" + strings.Repeat("a", 125), 8888, "CNY"}},
+		"object id 129 bytes":                               {body: piEvent(kv{"id", `"pi_` + strings.Repeat("a", 126) + `"`}), wantErr: ErrMalformed},
+		"object id 129 bytes, not ours: left out":           {body: piEvent(kv{"id", `"pi_` + strings.Repeat("a", 126) + `"`}, kv{"metadata", `{}`}), want: want{payment.KindOther, "", "", 0, ""}},
 		"metadata value not a string":                       {body: piEvent(kv{"metadata", `{"trade_no":1}`}), wantErr: ErrMalformed},
 		"object id missing":                                 {body: piEvent(kv{"id", "-"}), wantErr: ErrMalformed},
 		"object id with a space":                            {body: piEvent(kv{"id", `"pi_1 2"`}), wantErr: ErrMalformed},
@@ -408,15 +421,35 @@ func TestStripeEvent(t *testing.T) {
 		"session trade_no from metadata": {
 			body: session(kv{"client_reference_id", "null"}, kv{"metadata", `{"trade_no":"T-META"}`}), want: want{payment.KindPaid, "T-META", pi, 8888, "CNY"},
 		},
-		"session client_reference_id wins": {
-			body: session(kv{"metadata", `{"trade_no":"T-META"}`}), want: paid,
+		"session metadata.trade_no wins over client_reference_id": {
+			body: session(kv{"metadata", `{"trade_no":"T-META"}`}), want: want{payment.KindPaid, "T-META", pi, 8888, "CNY"},
 		},
-		"session bad client_reference_id": {
-			body: session(kv{"client_reference_id", `"T 1"`}, kv{"metadata", `{"trade_no":"T-META"}`}), wantErr: ErrMalformed,
+		"session client_reference_id not ours, metadata.trade_no is": {
+			body: session(kv{"client_reference_id", `"T 1"`}, kv{"metadata", `{"trade_no":"T-META"}`}), want: want{payment.KindPaid, "T-META", pi, 8888, "CNY"},
 		},
-		"session without any trade_no": {body: session(kv{"client_reference_id", "-"}), want: want{payment.KindOther, "", pi, 0, ""}},
-		"session amount_total missing": {body: session(kv{"amount_total", "-"}), wantErr: ErrMalformed},
-		"session amount_total float":   {body: session(kv{"amount_total", "1.5"}), wantErr: ErrMalformed},
+		"session client_reference_id an email: not ours": {
+			body: session(kv{"client_reference_id", `"buyer@example.com"`}), want: want{payment.KindOther, "", pi, 0, ""},
+		},
+		"session client_reference_id too long: not ours": {
+			body: session(kv{"client_reference_id", `"` + strings.Repeat("c", 33) + `"`}), want: want{payment.KindOther, "", pi, 0, ""},
+		},
+		"session setup mode, null currency": {
+			body: session(kv{"mode", `"setup"`}, kv{"currency", "null"}, kv{"amount_total", "null"}, kv{"payment_intent", "null"},
+				kv{"payment_status", `"no_payment_required"`}, kv{"client_reference_id", "null"}, kv{"setup_intent", `"seti_1Test"`}),
+			want: want{payment.KindOther, "", cs, 0, ""},
+		},
+		"session setup mode with a trade_no: moves no money": {
+			body: session(kv{"mode", `"setup"`}, kv{"currency", "null"}, kv{"amount_total", "null"}, kv{"payment_intent", "null"},
+				kv{"payment_status", `"no_payment_required"`}, kv{"metadata", `{"trade_no":"T20240501-0001"}`}),
+			want: want{payment.KindOther, "", cs, 0, ""},
+		},
+		"session payment_intent 129 bytes": {
+			body: session(kv{"payment_intent", `"pi_` + strings.Repeat("a", 126) + `"`}), wantErr: ErrMalformed,
+		},
+		"session of ours, currency null": {body: session(kv{"currency", "null"}), wantErr: ErrMalformed},
+		"session without any trade_no":   {body: session(kv{"client_reference_id", "-"}), want: want{payment.KindOther, "", pi, 0, ""}},
+		"session amount_total missing":   {body: session(kv{"amount_total", "-"}), wantErr: ErrMalformed},
+		"session amount_total float":     {body: session(kv{"amount_total", "1.5"}), wantErr: ErrMalformed},
 
 		"charge.refunded": {body: charge(), want: want{payment.KindRefund, "T20240501-0001", pi, 8888, "CNY"}},
 		"charge.refunded partly": {
@@ -425,7 +458,16 @@ func TestStripeEvent(t *testing.T) {
 		"charge without payment_intent": {
 			body: charge(kv{"payment_intent", "null"}), want: want{payment.KindRefund, "T20240501-0001", ch, 8888, "CNY"},
 		},
-		"charge without trade_no":      {body: charge(kv{"metadata", `{}`}), want: want{payment.KindRefund, "", pi, 8888, "CNY"}},
+		"charge without trade_no": {body: charge(kv{"metadata", `{}`}), want: want{payment.KindRefund, "", pi, 8888, "CNY"}},
+		"charge with a trade_no not ours": {
+			body: charge(kv{"metadata", `{"trade_no":"a@b"}`}), want: want{payment.KindRefund, "", pi, 8888, "CNY"},
+		},
+		"charge without trade_no or payment_intent: not ours": {
+			body: charge(kv{"metadata", `{}`}, kv{"payment_intent", "null"}), want: want{payment.KindOther, "", ch, 0, ""},
+		},
+		"charge payment_intent 129 bytes": {
+			body: charge(kv{"payment_intent", `"pi_` + strings.Repeat("a", 126) + `"`}), wantErr: ErrMalformed,
+		},
 		"charge amount_refunded float": {body: charge(kv{"amount_refunded", "1.0"}), wantErr: ErrMalformed},
 
 		"other: payment_intent.created": {
@@ -489,9 +531,84 @@ func TestStripeEvent(t *testing.T) {
 			if got != tt.want {
 				t.Errorf("event = %+v, want %+v", got, tt.want)
 			}
+			if ev.Kind == payment.KindRefund && (ev.RefundID == "" || ev.RefundFen != ev.AmountFen || !ev.RefundIsTotal) ||
+				ev.Kind != payment.KindRefund && (ev.RefundID != "" || ev.RefundFen != 0 || ev.RefundIsTotal) {
+				t.Errorf("refund fields %q %d %v on a %s event", ev.RefundID, ev.RefundFen, ev.RefundIsTotal, ev.Kind)
+			}
+			if ev.TradeNoUnsure && (ev.TradeNo == "" || !strings.Contains(tt.body, `"client_reference_id":"`+ev.TradeNo+`"`)) {
+				t.Errorf("TradeNoUnsure on trade_no %q", ev.TradeNo)
+			}
 			if ev.Channel != "stripe" || ev.NotifyID != "evt_3TestLkdIwHu7ix0v8Hs1Qa" || !ev.PaidAt.Equal(time.Unix(1714564805, 0)) ||
 				!bytes.Equal(ev.Raw, []byte(tt.body)) || !strings.Contains(tt.body, `"type":"`+ev.Status+`"`) {
 				t.Errorf("envelope fields wrong: %+v", ev)
+			}
+		})
+	}
+}
+
+// TestStripeTradeNoUnsure: a trade_no taken from client_reference_id, which other integrations
+// fill too, is marked so that it counts only if the order exists; metadata.trade_no is ours.
+func TestStripeTradeNoUnsure(t *testing.T) {
+	s := newTestStripe(t)
+	tests := map[string]struct {
+		body   string
+		unsure bool
+	}{
+		"session, client_reference_id":              {stripeEnvelope("checkout.session.completed", stripeSessionObject()), true},
+		"async session, client_reference_id":        {stripeEnvelope("checkout.session.async_payment_succeeded", stripeSessionObject()), true},
+		"session, metadata and client_reference_id": {stripeEnvelope("checkout.session.completed", stripeSessionObject(kv{"metadata", `{"trade_no":"T20240501-0001"}`})), false},
+		"session, metadata alone":                   {stripeEnvelope("checkout.session.completed", stripeSessionObject(kv{"client_reference_id", "null"}, kv{"metadata", `{"trade_no":"T20240501-0001"}`})), false},
+		"payment_intent":                            {stripeEnvelope("payment_intent.succeeded", stripePaymentIntentObject()), false},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			ev, err := s.Verify([]byte(tt.body), stripeHeader(stripeSign(tt.body, stripeTestSecret, stripeTestNow)), stripeTestNow)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev.TradeNoUnsure != tt.unsure || ev.TradeNo != "T20240501-0001" || ev.Kind != payment.KindPaid {
+				t.Errorf("%s %q unsure=%v, want T20240501-0001 unsure=%v", ev.Kind, ev.TradeNo, ev.TradeNoUnsure, tt.unsure)
+			}
+		})
+	}
+}
+
+// TestStripeRefundID: charge.refunded states the charge's refunded total. It is keyed by the newest
+// refund the charge lists, else by the charge and that total: either is the same across Stripe's
+// retries of one event, and differs for the next refund.
+func TestStripeRefundID(t *testing.T) {
+	s := newTestStripe(t)
+	refund := func(id string, created int) string {
+		return `{"id":"` + id + `","object":"refund","amount":100,"created":` + strconv.Itoa(created) + `,"status":"succeeded"}`
+	}
+	list := func(refunds ...string) kv {
+		return kv{"refunds", `{"object":"list","data":[` + strings.Join(refunds, ",") + `],"has_more":false}`}
+	}
+	const fallback = "ch_3TestLkdIwHu7ix0Ut6oZ1c:300"
+	tests := map[string]struct {
+		refunds kv
+		want    string
+	}{
+		"no list":                       {kv{"refunds", "-"}, fallback},
+		"null list":                     {kv{"refunds", "null"}, fallback},
+		"empty list":                    {list(), fallback},
+		"one refund":                    {list(refund("re_1", 10)), "re_1"},
+		"newest first, as Stripe sends": {list(refund("re_2", 20), refund("re_1", 10)), "re_2"},
+		"newest last":                   {list(refund("re_1", 10), refund("re_2", 20)), "re_2"},
+		"same second: the first":        {list(refund("re_2", 20), refund("re_1", 20)), "re_2"},
+		"newest unusable, next one":     {list(refund("re_"+strings.Repeat("x", 130), 30), refund("re_2", 20)), "re_2"},
+		"list of another shape":         {kv{"refunds", `["re_1"]`}, fallback},
+		"list not an object":            {kv{"refunds", `5`}, fallback},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			body := stripeEnvelope("charge.refunded", stripeChargeObject(kv{"amount_refunded", "300"}, tt.refunds))
+			ev, err := s.Verify([]byte(body), stripeHeader(stripeSign(body, stripeTestSecret, stripeTestNow)), stripeTestNow)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev.Kind != payment.KindRefund || ev.RefundID != tt.want || ev.RefundFen != 300 || !ev.RefundIsTotal {
+				t.Errorf("%s %q %d total=%v, want refund %q of the total 300", ev.Kind, ev.RefundID, ev.RefundFen, ev.RefundIsTotal, tt.want)
 			}
 		})
 	}

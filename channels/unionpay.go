@@ -85,8 +85,15 @@ func (u *UnionPay) Verify(body []byte, header http.Header, now time.Time) (payme
 	if !equalConstantTime(params["merId"], u.merID) {
 		return payment.Event{}, fmt.Errorf("%w: unionpay: merId differs from ours", ErrNotOurs)
 	}
-	return unionPayEvent(params, body)
+	ev, err := unionPayEvent(params, body)
+	if err != nil {
+		return payment.Event{}, err
+	}
+	return checkEvent(ev)
 }
+
+// ApplyTimeout: UnionPay waits 10 s for the reply.
+func (u *UnionPay) ApplyTimeout() time.Duration { return 8 * time.Second }
 
 // parseUnionPayForm reads the form body and refuses, before any cryptography, what this verifier
 // does not implement.
@@ -246,18 +253,19 @@ func unionPayDigestHex(params map[string]string, withEmpty bool) string {
 // unionPayCurrencies maps the ISO 4217 numeric codes ACP sends in currencyCode.
 var unionPayCurrencies = map[string]string{"156": "CNY", "840": "USD", "978": "EUR", "344": "HKD"}
 
-// unionPayEvent maps verified parameters to an event.
+// unionPayEvent maps verified parameters to an event. Widths are checkEvent's.
 func unionPayEvent(params map[string]string, body []byte) (payment.Event, error) {
 	ev := payment.Event{Channel: "unionpay", Raw: bytes.Clone(body)}
 
 	ev.TradeNo = params["orderId"]
 	if !payment.ValidTradeNo(ev.TradeNo) {
-		return payment.Event{}, fmt.Errorf("%w: unionpay: orderId missing or not 1-64 of [A-Za-z0-9_-]", ErrMalformed)
+		return payment.Event{}, fmt.Errorf("%w: unionpay: orderId missing or not 1-%d of [A-Za-z0-9_-]", ErrMalformed, payment.MaxTradeNo)
 	}
-	var err error
-	if ev.ChannelTxnID, err = requiredField("unionpay", params, "queryId", 64); err != nil {
-		return payment.Event{}, err
+	queryID := params["queryId"]
+	if queryID == "" {
+		return payment.Event{}, fmt.Errorf("%w: unionpay: queryId missing", ErrMalformed)
 	}
+	ev.ChannelTxnID = queryID
 	txnType, err := requiredField("unionpay", params, "txnType", 2)
 	if err != nil {
 		return payment.Event{}, err
@@ -267,7 +275,7 @@ func unionPayEvent(params map[string]string, body []byte) (payment.Event, error)
 		return payment.Event{}, err
 	}
 	// UnionPay's retries of one notice repeat these three; a refund or cancel has its own queryId.
-	ev.NotifyID = ev.ChannelTxnID + ":" + txnType + ":" + respCode
+	ev.NotifyID = queryID + ":" + txnType + ":" + respCode
 	ev.Status = "txnType=" + txnType + " respCode=" + respCode
 
 	if ev.AmountFen, err = parseUnionPayFen(params["txnAmt"]); err != nil {
@@ -290,16 +298,19 @@ func unionPayEvent(params map[string]string, body []byte) (payment.Event, error)
 			ev.Kind = payment.KindPaid
 		}
 	case "04", "31": // refund, consume cancel (same-day void): money back, never a close
-		ev.Kind = payment.KindRefund
 		if respCode != "00" {
 			ev.Kind = payment.KindOther // a refund or void that did not go through
+			break
 		}
 		// These carry the merchant's own refund or cancel orderId, not necessarily our
-		// trade_no; origQryId names the payment they undo, and the journal looks its order up
-		// by that first.
-		if orig := params["origQryId"]; orig != "" && len(orig) <= 64 {
-			ev.ChannelTxnID = orig
+		// trade_no: origQryId names the payment they undo, and apply finds the order by it. The
+		// refund's own queryId keys it, once.
+		orig := params["origQryId"]
+		if orig == "" {
+			return payment.Event{}, fmt.Errorf("%w: unionpay: origQryId missing on a refund", ErrMalformed)
 		}
+		ev.Kind, ev.ChannelTxnID = payment.KindRefund, orig
+		ev.RefundID, ev.RefundFen = queryID, ev.AmountFen
 	default:
 		ev.Kind = payment.KindOther
 	}

@@ -1,6 +1,7 @@
 package channels
 
 import (
+	"errors"
 	"net/url"
 	"testing"
 
@@ -56,6 +57,7 @@ func FuzzUnionPayEvent(f *testing.F) {
 	for _, s := range []string{
 		"orderId=T1&queryId=1&txnType=01&respCode=00&txnAmt=1&currencyCode=156&txnTime=20240501120005",
 		"orderId=T1&queryId=1&txnType=04&respCode=00&txnAmt=000&currencyCode=840&txnTime=20240230120005",
+		"orderId=R1&queryId=2&origQryId=1&txnType=04&respCode=00&txnAmt=100&currencyCode=156&txnTime=20240501120005",
 		"orderId=T1&queryId=1&txnType=31&respCode=A6&txnAmt=999999999999&currencyCode=392&txnTime=2024",
 		"orderId=T+1&queryId=&txnType=&respCode=0&txnAmt=-1&currencyCode=&txnTime=",
 	} {
@@ -81,6 +83,11 @@ func FuzzUnionPayEvent(f *testing.F) {
 			t.Fatalf("NotifyID %q not queryId:txnType:respCode", ev.NotifyID)
 		case ev.PaidAt.IsZero():
 			t.Fatalf("PaidAt zero for txnTime %q", params["txnTime"])
+		case ev.Kind == payment.KindRefund && (ev.RefundID != params["queryId"] || ev.ChannelTxnID != params["origQryId"] || ev.RefundFen != ev.AmountFen):
+			t.Fatalf("refund %q of %q, want its queryId of origQryId", ev.RefundID, ev.ChannelTxnID)
+		}
+		if _, err := checkEvent(ev); err != nil && !errors.Is(err, ErrMalformed) {
+			t.Fatalf("checkEvent error %v is not ErrMalformed", err)
 		}
 	})
 }

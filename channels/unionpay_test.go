@@ -223,6 +223,10 @@ func TestUnionPayVectors(t *testing.T) {
 			if ev.Kind != w.kind || ev.AmountFen != w.amount || ev.TradeNo != w.trade || ev.NotifyID != w.notify {
 				t.Fatalf("event %+v, want %+v", ev, w)
 			}
+			if w.kind == payment.KindRefund && (ev.ChannelTxnID != "652405011200050012345" || ev.RefundID != strings.Split(w.notify, ":")[0] ||
+				ev.RefundFen != w.amount || ev.RefundIsTotal) {
+				t.Fatalf("refund %q of %q, %d (total=%v): want its own queryId, of the consume", ev.RefundID, ev.ChannelTxnID, ev.RefundFen, ev.RefundIsTotal)
+			}
 		})
 	}
 }
@@ -266,6 +270,7 @@ func TestUnionPayVerify(t *testing.T) {
 	withSibling.Intermediates = []*x509.Certificate{sibling}
 	testEnvConfig := pki.config()
 	testEnvConfig.SignerName = "00040000:SIGN"
+	origQry := param{"origQryId", "652405011200050012345"}
 
 	tests := map[string]struct {
 		config UnionPayConfig // zero = pki.config()
@@ -279,8 +284,10 @@ func TestUnionPayVerify(t *testing.T) {
 		"valid crlf certificate":      {body: signUnionPay(t, pki.signKey, crlf, unionPayFields(), true), kind: payment.KindPaid},
 		"A6 is paid":                  {body: valid(param{"respCode", "A6"}), kind: payment.KindPaid},
 		"consume not finished":        {body: valid(param{"respCode", "05"}), kind: payment.KindPending},
-		"refund":                      {body: valid(param{"txnType", "04"}, param{"txnSubType", "00"}), kind: payment.KindRefund},
-		"cancel":                      {body: valid(param{"txnType", "31"}, param{"txnSubType", "00"}), kind: payment.KindRefund},
+		"refund":                      {body: valid(param{"txnType", "04"}, param{"txnSubType", "00"}, origQry), kind: payment.KindRefund},
+		"cancel":                      {body: valid(param{"txnType", "31"}, param{"txnSubType", "00"}, origQry), kind: payment.KindRefund},
+		"refund without origQryId":    {body: valid(param{"txnType", "04"}, param{"txnSubType", "00"}), err: ErrMalformed, reason: "origQryId"},
+		"origQryId too long":          {body: valid(param{"txnType", "04"}, param{"origQryId", strings.Repeat("1", 129)}), err: ErrMalformed, reason: "128"},
 		"other txnType":               {body: valid(param{"txnType", "71"}), kind: payment.KindOther},
 		"unknown extra field signed":  {body: valid(param{"reqReserved", "x=1"}), kind: payment.KindPaid},
 		"empty field signed":          {body: valid(param{"reqReserved", ""}), kind: payment.KindPaid},
@@ -357,6 +364,7 @@ func TestUnionPayVerify(t *testing.T) {
 const testSigningCN = "041@Z12@" + UnionPaySignerName + "@00000002"
 
 func TestUnionPayEvent(t *testing.T) {
+	origQry := param{"origQryId", "652405011200050012345"}
 	body := []byte("raw")
 	ev, err := unionPayEvent(unionPayFields(), body)
 	if err != nil {
@@ -380,28 +388,39 @@ func TestUnionPayEvent(t *testing.T) {
 		amount   int64
 		currency string
 	}{
-		"respCode 00":        {kind: payment.KindPaid, amount: 8888, currency: "CNY"},
-		"respCode A6":        {edits: []param{{"respCode", "A6"}}, kind: payment.KindPaid, amount: 8888, currency: "CNY"},
-		"respCode 03":        {edits: []param{{"respCode", "03"}}, kind: payment.KindPending, amount: 8888, currency: "CNY"},
-		"refund":             {edits: []param{{"txnType", "04"}, {"txnAmt", "100"}}, kind: payment.KindRefund, amount: 100, currency: "CNY"},
-		"cancel":             {edits: []param{{"txnType", "31"}}, kind: payment.KindRefund, amount: 8888, currency: "CNY"},
-		"failed refund":      {edits: []param{{"txnType", "04"}, {"respCode", "05"}}, kind: payment.KindOther, amount: 8888, currency: "CNY"},
-		"query":              {edits: []param{{"txnType", "00"}}, kind: payment.KindOther, amount: 8888, currency: "CNY"},
-		"USD":                {edits: []param{{"currencyCode", "840"}}, kind: payment.KindPaid, amount: 8888, currency: "USD"},
-		"EUR":                {edits: []param{{"currencyCode", "978"}}, kind: payment.KindPaid, amount: 8888, currency: "EUR"},
-		"HKD":                {edits: []param{{"currencyCode", "344"}}, kind: payment.KindPaid, amount: 8888, currency: "HKD"},
-		"leading zeros":      {edits: []param{{"txnAmt", "000000000100"}}, kind: payment.KindPaid, amount: 100, currency: "CNY"},
-		"zero":               {edits: []param{{"txnAmt", "0"}}, kind: payment.KindPaid, amount: 0, currency: "CNY"},
-		"currency missing":   {edits: []param{{"currencyCode", ""}}, err: ErrMalformed},
-		"currency alpha":     {edits: []param{{"currencyCode", "CNY"}}, err: ErrMalformed},
-		"amount decimal":     {edits: []param{{"txnAmt", "88.88"}}, err: ErrMalformed},
-		"amount 13 digits":   {edits: []param{{"txnAmt", "1000000000000"}}, err: ErrMalformed},
-		"amount over max":    {edits: []param{{"txnAmt", "999999999999"}}, err: ErrMalformed},
-		"amount missing":     {edits: []param{{"txnAmt", ""}}, err: ErrMalformed},
-		"txnType missing":    {edits: []param{{"txnType", ""}}, err: ErrMalformed},
-		"respCode missing":   {edits: []param{{"respCode", ""}}, err: ErrMalformed},
-		"respCode too long":  {edits: []param{{"respCode", "000"}}, err: ErrMalformed},
-		"queryId too long":   {edits: []param{{"queryId", strings.Repeat("1", 65)}}, err: ErrMalformed},
+		"respCode 00": {kind: payment.KindPaid, amount: 8888, currency: "CNY"},
+		"respCode A6": {edits: []param{{"respCode", "A6"}}, kind: payment.KindPaid, amount: 8888, currency: "CNY"},
+		"respCode 03": {edits: []param{{"respCode", "03"}}, kind: payment.KindPending, amount: 8888, currency: "CNY"},
+		"refund":      {edits: []param{{"txnType", "04"}, {"txnAmt", "100"}, origQry}, kind: payment.KindRefund, amount: 100, currency: "CNY"},
+		"cancel":      {edits: []param{{"txnType", "31"}, origQry}, kind: payment.KindRefund, amount: 8888, currency: "CNY"},
+		"refund, origQryId at the column's width": {
+			edits: []param{{"txnType", "04"}, {"origQryId", strings.Repeat("1", 128)}}, kind: payment.KindRefund, amount: 8888, currency: "CNY",
+		},
+		"refund, origQryId too long": {edits: []param{{"txnType", "04"}, {"origQryId", strings.Repeat("1", 129)}}, err: ErrMalformed},
+		"refund, no origQryId":       {edits: []param{{"txnType", "04"}}, err: ErrMalformed},
+		"refund, queryId too long": {
+			edits: []param{{"txnType", "04"}, origQry, {"queryId", strings.Repeat("1", 129)}}, err: ErrMalformed,
+		},
+		"failed refund":     {edits: []param{{"txnType", "04"}, {"respCode", "05"}}, kind: payment.KindOther, amount: 8888, currency: "CNY"},
+		"query":             {edits: []param{{"txnType", "00"}}, kind: payment.KindOther, amount: 8888, currency: "CNY"},
+		"USD":               {edits: []param{{"currencyCode", "840"}}, kind: payment.KindPaid, amount: 8888, currency: "USD"},
+		"EUR":               {edits: []param{{"currencyCode", "978"}}, kind: payment.KindPaid, amount: 8888, currency: "EUR"},
+		"HKD":               {edits: []param{{"currencyCode", "344"}}, kind: payment.KindPaid, amount: 8888, currency: "HKD"},
+		"leading zeros":     {edits: []param{{"txnAmt", "000000000100"}}, kind: payment.KindPaid, amount: 100, currency: "CNY"},
+		"zero":              {edits: []param{{"txnAmt", "0"}}, kind: payment.KindPaid, amount: 0, currency: "CNY"},
+		"currency missing":  {edits: []param{{"currencyCode", ""}}, err: ErrMalformed},
+		"currency alpha":    {edits: []param{{"currencyCode", "CNY"}}, err: ErrMalformed},
+		"amount decimal":    {edits: []param{{"txnAmt", "88.88"}}, err: ErrMalformed},
+		"amount 13 digits":  {edits: []param{{"txnAmt", "1000000000000"}}, err: ErrMalformed},
+		"amount over max":   {edits: []param{{"txnAmt", "999999999999"}}, err: ErrMalformed},
+		"amount missing":    {edits: []param{{"txnAmt", ""}}, err: ErrMalformed},
+		"txnType missing":   {edits: []param{{"txnType", ""}}, err: ErrMalformed},
+		"respCode missing":  {edits: []param{{"respCode", ""}}, err: ErrMalformed},
+		"respCode too long": {edits: []param{{"respCode", "000"}}, err: ErrMalformed},
+		// The notify id is queryId:txnType:respCode, six bytes longer, and must fit notify_id too.
+		"queryId 122 bytes":  {edits: []param{{"queryId", strings.Repeat("1", 122)}}, kind: payment.KindPaid, amount: 8888, currency: "CNY"},
+		"queryId 123 bytes":  {edits: []param{{"queryId", strings.Repeat("1", 123)}}, err: ErrMalformed},
+		"queryId too long":   {edits: []param{{"queryId", strings.Repeat("1", 129)}}, err: ErrMalformed},
 		"orderId missing":    {edits: []param{{"orderId", ""}}, err: ErrMalformed},
 		"txnTime missing":    {edits: []param{{"txnTime", ""}}, err: ErrMalformed},
 		"txnTime impossible": {edits: []param{{"txnTime", "20241301120005"}}, err: ErrMalformed},
@@ -409,6 +428,9 @@ func TestUnionPayEvent(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			ev, err := unionPayEvent(unionPayFields(tc.edits...), nil)
+			if err == nil {
+				ev, err = checkEvent(ev)
+			}
 			if tc.err != nil {
 				if !errors.Is(err, tc.err) {
 					t.Fatalf("err = %v, want %v", err, tc.err)
@@ -430,9 +452,40 @@ func TestUnionPayEvent(t *testing.T) {
 func TestUnionPayNotifyID(t *testing.T) {
 	a, _ := unionPayEvent(unionPayFields(param{"traceTime", "0501120006"}), nil)
 	b, _ := unionPayEvent(unionPayFields(param{"traceTime", "0501120507"}), nil)
-	r, _ := unionPayEvent(unionPayFields(param{"txnType", "04"}, param{"queryId", "652405021200050099999"}), nil)
-	if a.NotifyID == "" || a.NotifyID != b.NotifyID || a.NotifyID == r.NotifyID {
+	r, err := unionPayEvent(unionPayFields(param{"txnType", "04"}, param{"queryId", "652405021200050099999"},
+		param{"origQryId", "652405011200050012345"}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.NotifyID == "" || a.NotifyID != b.NotifyID || r.NotifyID == "" || a.NotifyID == r.NotifyID {
 		t.Fatalf("NotifyIDs %q %q %q", a.NotifyID, b.NotifyID, r.NotifyID)
+	}
+}
+
+// TestUnionPayRefund: a refund (04) or void (31) is keyed by its own queryId and names the
+// consume it undoes by origQryId; txnAmt is this refund's amount alone.
+func TestUnionPayRefund(t *testing.T) {
+	for _, txnType := range []string{"04", "31"} {
+		ev, err := unionPayEvent(unionPayFields(param{"txnType", txnType}, param{"txnAmt", "300"}, param{"orderId", "RF20240502001"},
+			param{"queryId", "652405021200050099999"}, param{"origQryId", "652405011200050012345"}), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev, err = checkEvent(ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Kind != payment.KindRefund || ev.RefundID != "652405021200050099999" || ev.ChannelTxnID != "652405011200050012345" ||
+			ev.RefundFen != 300 || ev.AmountFen != 300 || ev.RefundIsTotal || ev.TradeNo != "RF20240502001" {
+			t.Errorf("txnType %s: %s %q of %q, %d (total=%v), trade_no %q", txnType, ev.Kind, ev.RefundID, ev.ChannelTxnID, ev.RefundFen, ev.RefundIsTotal, ev.TradeNo)
+		}
+	}
+	// One that did not go through moved no money: no refund, whatever it names.
+	ev, err := unionPayEvent(unionPayFields(param{"txnType", "04"}, param{"respCode", "03"}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.Kind != payment.KindOther || ev.RefundID != "" || ev.RefundFen != 0 {
+		t.Errorf("failed refund: %s %q %d", ev.Kind, ev.RefundID, ev.RefundFen)
 	}
 }
 

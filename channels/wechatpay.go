@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -31,10 +32,11 @@ var ErrStale = errors.New("channels: stale")
 // and platform certificates, whose serials are read from the certificates themselves. Several
 // certificates are all trusted at once, as during a certificate rotation.
 type WeChatPayConfig struct {
-	MchID        string // channels.wechatpay.mch_id
-	AppID        string // channels.wechatpay.app_id
-	APIv3Key     string // channels.wechatpay.api_v3_key: exactly 32 bytes
-	PublicKeyID  string // channels.wechatpay.platform_public_key_id
+	MchID        string   // channels.wechatpay.mch_id
+	AppID        string   // channels.wechatpay.app_id: one appid, kept for older configurations
+	AppIDs       []string // channels.wechatpay.app_ids: every appid paying to MchID; unioned with AppID
+	APIv3Key     string   // channels.wechatpay.api_v3_key: exactly 32 bytes
+	PublicKeyID  string   // channels.wechatpay.platform_public_key_id
 	PublicKey    *rsa.PublicKey
 	Certificates []*x509.Certificate // channels.wechatpay.platform_certificate_files
 }
@@ -42,9 +44,10 @@ type WeChatPayConfig struct {
 // WeChatPay verifies WeChat Pay API v3 notifications with the official SDK's verifier, then
 // decrypts and maps the resource itself, and renders the replies WeChat expects.
 type WeChatPay struct {
-	mchID, appID, apiV3Key string
-	serials                map[string]bool // every Wechatpay-Serial we hold a key for
-	verifier               auth.Verifier   // the SDK's: the platform key(s) by serial
+	mchID, apiV3Key string
+	appIDs          []string        // every appid whose payments are ours (one mchid serves several)
+	serials         map[string]bool // every Wechatpay-Serial we hold a key for
+	verifier        auth.Verifier   // the SDK's: the platform key(s) by serial
 }
 
 // wechatMinRSABits: the signature type is WECHATPAY2-SHA256-RSA2048, so anything smaller is a
@@ -56,6 +59,10 @@ const wechatWindow = 300 * time.Second
 
 const wechatSignatureType = "WECHATPAY2-SHA256-RSA2048"
 
+// wechatProbePrefix starts the signature of the notifications WeChat sends, on purpose wrongly
+// signed, to check that merchants verify.
+const wechatProbePrefix = "WECHATPAY/SIGNTEST/"
+
 // NewWeChatPay checks c and builds the SDK verifier that fits it: public key, certificates, or
 // both (the SDK's combined verifier). Errors name the configuration key at fault.
 func NewWeChatPay(c WeChatPayConfig) (*WeChatPay, error) {
@@ -63,8 +70,8 @@ func NewWeChatPay(c WeChatPayConfig) (*WeChatPay, error) {
 	switch {
 	case c.MchID == "":
 		return nil, errors.New(p + "mch_id: empty")
-	case c.AppID == "":
-		return nil, errors.New(p + "app_id: empty")
+	case c.AppID == "" && len(c.AppIDs) == 0:
+		return nil, errors.New(p + "app_id or app_ids: neither is set")
 	case len(c.APIv3Key) != 32:
 		return nil, fmt.Errorf(p+"api_v3_key: %d bytes, want exactly 32", len(c.APIv3Key))
 	case c.PublicKeyID == "" && c.PublicKey == nil && len(c.Certificates) == 0:
@@ -75,7 +82,20 @@ func NewWeChatPay(c WeChatPayConfig) (*WeChatPay, error) {
 		return nil, errors.New(p + "platform_public_key_id: missing while platform_public_key_file is set")
 	}
 
-	w := &WeChatPay{mchID: c.MchID, appID: c.AppID, apiV3Key: c.APIv3Key, serials: make(map[string]bool)}
+	w := &WeChatPay{mchID: c.MchID, apiV3Key: c.APIv3Key, serials: make(map[string]bool)}
+	if strings.TrimSpace(c.AppID) != c.AppID {
+		return nil, errors.New(p + "app_id: surrounding white space")
+	}
+	for i, id := range c.AppIDs {
+		if id == "" || strings.TrimSpace(id) != id {
+			return nil, fmt.Errorf(p+"app_ids[%d]: empty or surrounded by white space", i)
+		}
+	}
+	for _, id := range append([]string{c.AppID}, c.AppIDs...) {
+		if id != "" && !slices.Contains(w.appIDs, id) { // one appid under both keys is one appid
+			w.appIDs = append(w.appIDs, id)
+		}
+	}
 
 	if c.PublicKey != nil {
 		if n := c.PublicKey.N.BitLen(); n < wechatMinRSABits {
@@ -149,8 +169,15 @@ func (w *WeChatPay) Verify(body []byte, header http.Header, now time.Time) (paym
 	if err := w.verifier.Verify(context.Background(), get("Wechatpay-Serial"), message, get("Wechatpay-Signature")); err != nil {
 		return payment.Event{}, fmt.Errorf("%w: wechatpay: signature does not verify", ErrBadSignature)
 	}
-	return w.eventFromBody(body)
+	ev, err := w.eventFromBody(body)
+	if err != nil {
+		return payment.Event{}, err
+	}
+	return checkEvent(ev)
 }
+
+// ApplyTimeout: WeChat waits 5 s for the reply, verification and network included.
+func (w *WeChatPay) ApplyTimeout() time.Duration { return 4 * time.Second }
 
 // checkHeader does, with our clock, the checks that need no key, so that the SDK (which
 // describes failures in free text) is only asked whether the signature holds.
@@ -175,6 +202,9 @@ func (w *WeChatPay) checkHeader(header http.Header, now time.Time) error {
 	sig, err := get("Wechatpay-Signature")
 	if err != nil {
 		return err
+	}
+	if strings.HasPrefix(sig, wechatProbePrefix) {
+		return fmt.Errorf("%w: wechatpay: Wechatpay-Signature is a signature-test probe", ErrProbe)
 	}
 	serial, err := get("Wechatpay-Serial")
 	if err != nil {
@@ -259,8 +289,6 @@ func (w *WeChatPay) eventFromBody(body []byte) (payment.Event, error) {
 	switch {
 	case env.ID == "":
 		return payment.Event{}, fmt.Errorf("%w: wechatpay: id missing", ErrMalformed)
-	case len(env.ID) > 128:
-		return payment.Event{}, fmt.Errorf("%w: wechatpay: id longer than 128 bytes", ErrMalformed)
 	case env.EventType == "":
 		return payment.Event{}, fmt.Errorf("%w: wechatpay: event_type missing", ErrMalformed)
 	case len(env.EventType) > 64:
@@ -299,7 +327,7 @@ func (w *WeChatPay) eventFromBody(body []byte) (payment.Event, error) {
 	case "TRANSACTION.SUCCESS":
 		err = w.mapTransaction(&ev, res)
 	case "REFUND.SUCCESS", "REFUND.ABNORMAL", "REFUND.CLOSED":
-		err = w.mapRefund(&ev, res)
+		err = w.mapRefund(&ev, res, env.EventType == "REFUND.SUCCESS")
 	default:
 		err = w.mapOther(&ev, res)
 	}
@@ -313,8 +341,8 @@ func (w *WeChatPay) mapTransaction(ev *payment.Event, res wechatResource) error 
 	if !equalConstantTime(res.MchID, w.mchID) {
 		return fmt.Errorf("%w: wechatpay: mchid differs from ours", ErrNotOurs)
 	}
-	if !equalConstantTime(res.AppID, w.appID) {
-		return fmt.Errorf("%w: wechatpay: appid differs from ours", ErrNotOurs)
+	if !w.ourAppID(res.AppID) {
+		return fmt.Errorf("%w: wechatpay: appid is not one of ours", ErrNotOurs)
 	}
 	if err := wechatIDs(ev, res); err != nil {
 		return err
@@ -340,15 +368,24 @@ func (w *WeChatPay) mapTransaction(ev *payment.Event, res wechatResource) error 
 	return wechatSuccessTime(ev, res)
 }
 
-func (w *WeChatPay) mapRefund(ev *payment.Event, res wechatResource) error {
+// ourAppID reports whether appid is one of the configured ones, comparing with every one.
+func (w *WeChatPay) ourAppID(appid string) bool {
+	ours := false
+	for _, id := range w.appIDs {
+		ours = equalConstantTime(appid, id) || ours
+	}
+	return ours
+}
+
+// mapRefund maps a refund notice. Only REFUND.SUCCESS (succeeded) moved money: it is a refund,
+// keyed by WeChat's refund_id, of amount.refund (this refund alone, not a running total).
+// REFUND.ABNORMAL and REFUND.CLOSED say a refund did not go through: acknowledged and journalled.
+func (w *WeChatPay) mapRefund(ev *payment.Event, res wechatResource, succeeded bool) error {
 	if !equalConstantTime(res.MchID, w.mchID) {
 		return fmt.Errorf("%w: wechatpay: mchid differs from ours", ErrNotOurs)
 	}
 	if err := wechatIDs(ev, res); err != nil {
 		return err
-	}
-	if res.RefundID == "" {
-		return fmt.Errorf("%w: wechatpay: refund_id missing", ErrMalformed)
 	}
 	if res.RefundStatus != "" {
 		if len(res.RefundStatus) > 32 {
@@ -356,15 +393,30 @@ func (w *WeChatPay) mapRefund(ev *payment.Event, res wechatResource) error {
 		}
 		ev.Status += ":" + res.RefundStatus
 	}
-	ev.Kind = payment.KindRefund
-	if res.Amount == nil || res.Amount.Refund == nil {
-		return fmt.Errorf("%w: wechatpay: amount.refund missing", ErrMalformed)
+	ev.Kind = payment.KindOther
+	if succeeded {
+		if res.RefundID == "" {
+			return fmt.Errorf("%w: wechatpay: refund_id missing", ErrMalformed)
+		}
+		if res.Amount == nil || res.Amount.Refund == nil {
+			return fmt.Errorf("%w: wechatpay: amount.refund missing", ErrMalformed)
+		}
+		ev.Kind, ev.RefundID = payment.KindRefund, res.RefundID
 	}
 	var err error
-	if ev.AmountFen, err = wechatFen("amount.refund", *res.Amount.Refund); err != nil {
-		return err
+	if res.Amount != nil && res.Amount.Refund != nil {
+		if ev.AmountFen, err = wechatFen("amount.refund", *res.Amount.Refund); err != nil {
+			return err
+		}
+		if succeeded {
+			ev.RefundFen = ev.AmountFen
+		}
 	}
-	if ev.Currency, err = wechatCurrency(res.Amount.Currency); err != nil {
+	currency := ""
+	if res.Amount != nil {
+		currency = res.Amount.Currency
+	}
+	if ev.Currency, err = wechatCurrency(currency); err != nil {
 		return err
 	}
 	return wechatSuccessTime(ev, res)
@@ -378,9 +430,9 @@ func (w *WeChatPay) mapOther(ev *payment.Event, res wechatResource) error {
 	ev.Kind = payment.KindOther
 	ev.TradeNo = res.OutTradeNo
 	if !payment.ValidTradeNo(ev.TradeNo) {
-		return fmt.Errorf("%w: wechatpay: out_trade_no missing or not 1-64 of [A-Za-z0-9_-]", ErrMalformed)
+		return fmt.Errorf("%w: wechatpay: out_trade_no missing or not 1-%d of [A-Za-z0-9_-]", ErrMalformed, payment.MaxTradeNo)
 	}
-	if len(res.TransactionID) <= 64 {
+	if len(res.TransactionID) <= maxChannelTxnID { // journalled only: a longer one is left out
 		ev.ChannelTxnID = res.TransactionID
 	}
 	return nil
@@ -389,13 +441,10 @@ func (w *WeChatPay) mapOther(ev *payment.Event, res wechatResource) error {
 func wechatIDs(ev *payment.Event, res wechatResource) error {
 	ev.TradeNo = res.OutTradeNo
 	if !payment.ValidTradeNo(ev.TradeNo) {
-		return fmt.Errorf("%w: wechatpay: out_trade_no missing or not 1-64 of [A-Za-z0-9_-]", ErrMalformed)
+		return fmt.Errorf("%w: wechatpay: out_trade_no missing or not 1-%d of [A-Za-z0-9_-]", ErrMalformed, payment.MaxTradeNo)
 	}
-	switch {
-	case res.TransactionID == "":
+	if res.TransactionID == "" {
 		return fmt.Errorf("%w: wechatpay: transaction_id missing", ErrMalformed)
-	case len(res.TransactionID) > 64:
-		return fmt.Errorf("%w: wechatpay: transaction_id longer than 64 bytes", ErrMalformed)
 	}
 	ev.ChannelTxnID = res.TransactionID
 	return nil

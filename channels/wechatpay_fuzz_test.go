@@ -2,6 +2,7 @@ package channels
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,11 +10,11 @@ import (
 	"github.com/paygw/paygw/simulate"
 )
 
-// wechatSeedMessages are valid notifications signed now, one per simulated status.
+// wechatSeedMessages are valid notifications signed now, one per status WeChat notifies.
 func wechatSeedMessages(f *testing.F) []simulate.Message {
 	s := wechatSigner(f)
 	var msgs []simulate.Message
-	for _, st := range []string{simulate.StatusPaid, simulate.StatusClosed, simulate.StatusPending, simulate.StatusRefund} {
+	for _, st := range []string{simulate.StatusPaid, simulate.StatusRefund} {
 		m, err := s.Sign(simulate.Payment{TradeNo: "T20250101000001", AmountFen: 8888, Status: st})
 		if err != nil {
 			f.Fatal(err)
@@ -34,7 +35,18 @@ func checkWeChatResult(t *testing.T, ev payment.Event, err error) {
 		t.Fatalf("accepted an incomplete event %+v", ev)
 	case ev.AmountFen < 0 || len(ev.Currency) != 3 || ev.Kind == "":
 		t.Fatalf("accepted an event with amount %d %q, kind %q", ev.AmountFen, ev.Currency, ev.Kind)
+	case ev.Kind == payment.KindRefund && (ev.Status != "REFUND.SUCCESS" && !strings.HasPrefix(ev.Status, "REFUND.SUCCESS:") || ev.RefundIsTotal):
+		t.Fatalf("a refund from %q, total=%v", ev.Status, ev.RefundIsTotal)
 	}
+}
+
+// eventFromBodyChecked is what Verify does after the signature: map, then the width checks.
+func eventFromBodyChecked(w *WeChatPay, body []byte) (payment.Event, error) {
+	ev, err := w.eventFromBody(body)
+	if err != nil {
+		return ev, err
+	}
+	return checkEvent(ev)
 }
 
 // FuzzWeChatPayVerify feeds whole messages: body and the four signed headers.
@@ -47,6 +59,9 @@ func FuzzWeChatPayVerify(f *testing.F) {
 	f.Add([]byte(`{}`), "", "", "", "", "")
 	f.Add([]byte(`{"id":"1"}`), "+1", "n", "AAAA", wechatTestPubKeyID, "WECHATPAY2-SHA256-RSA2048")
 	f.Add([]byte(`null`), "99999999999999999999", "n", "!!", "x", "x")
+	probe := wechatSeedMessages(f)[0] // a real message whose signature is marked as WeChat's probe
+	f.Add(probe.Body, probe.Header.Get("Wechatpay-Timestamp"), probe.Header.Get("Wechatpay-Nonce"),
+		"WECHATPAY/SIGNTEST/"+probe.Header.Get("Wechatpay-Signature"), probe.Header.Get("Wechatpay-Serial"), simulate.WeChatPaySignatureType)
 	w := testWeChatPay(f, wechatCombinedMode)
 
 	f.Fuzz(func(t *testing.T, body []byte, ts, nonce, sig, serial, sigType string) {
@@ -78,7 +93,7 @@ func FuzzWeChatPayEvent(f *testing.F) {
 	}
 	w := testWeChatPay(f, wechatPubKeyMode)
 	f.Fuzz(func(t *testing.T, body []byte) {
-		ev, err := w.eventFromBody(body)
+		ev, err := eventFromBodyChecked(w, body)
 		checkWeChatResult(t, ev, err)
 	})
 }
@@ -94,6 +109,8 @@ func FuzzWeChatPayResource(f *testing.F) {
 	f.Add("TRANSACTION.SUCCESS", []byte(txn))
 	f.Add("REFUND.SUCCESS", []byte(refund))
 	f.Add("REFUND.CLOSED", []byte(refund))
+	f.Add("REFUND.ABNORMAL", []byte(`{"mchid":"`+wechatTestMchID+`","out_trade_no":"T1","transaction_id":"4200"}`))
+	f.Add("TRANSACTION.SUCCESS", []byte(strings.Replace(txn, `"4200"`, `"`+strings.Repeat("4", 129)+`"`, 1)))
 	f.Add("OTHER", []byte(`{"out_trade_no":"T1"}`))
 	f.Add("TRANSACTION.SUCCESS", []byte(`{"amount":{"total":-1}}`))
 	f.Add("TRANSACTION.SUCCESS", []byte(`{"amount":{"total":1e30}}`))
@@ -101,7 +118,7 @@ func FuzzWeChatPayResource(f *testing.F) {
 	w := testWeChatPay(f, wechatPubKeyMode)
 	f.Fuzz(func(t *testing.T, eventType string, plain []byte) {
 		body := wechatCustomBody(t, s, eventType, plain, nil)
-		ev, err := w.eventFromBody(body)
+		ev, err := eventFromBodyChecked(w, body)
 		checkWeChatResult(t, ev, err)
 		if err == nil && ev.Kind == payment.KindPaid && ev.Status != "TRANSACTION.SUCCESS:SUCCESS" {
 			t.Fatalf("paid from status %q", ev.Status)

@@ -198,6 +198,24 @@ func wechatPlainTxn(edits map[string]any) map[string]any {
 	return m
 }
 
+// wechatPlainRefund is a refund resource with refund_status status; edits replace or (with nil)
+// delete fields.
+func wechatPlainRefund(status string, edits map[string]any) map[string]any {
+	m := map[string]any{
+		"mchid": wechatTestMchID, "out_trade_no": "T20250101000001", "transaction_id": "4200000000202501010000000001",
+		"out_refund_no": "R20250101000001", "refund_id": "50000000000000000000000001", "refund_status": status,
+		"amount": map[string]any{"total": 100, "refund": 100, "payer_total": 100, "payer_refund": 100},
+	}
+	for k, v := range edits {
+		if v == nil {
+			delete(m, k)
+		} else {
+			m[k] = v
+		}
+	}
+	return m
+}
+
 // isWeChatSentinel reports whether err is one of the refusals the HTTP layer maps.
 func isWeChatSentinel(err error) bool {
 	for _, s := range []error{ErrMalformed, ErrBadSignature, ErrNotOurs, ErrUnsupported, ErrStale} {
@@ -236,6 +254,11 @@ func TestWeChatPayVerify(t *testing.T) {
 	}
 	at := func(d time.Duration) simulate.Payment { p := pay; p.Time = now.Add(d); return p }
 	status := func(s string) simulate.Payment { p := pay; p.Status = s; return p }
+	noRefund := func(t *testing.T, ev payment.Event) {
+		if ev.RefundID != "" || ev.RefundFen != 0 || ev.RefundIsTotal {
+			t.Errorf("refund fields on a refund that moved no money: %q %d", ev.RefundID, ev.RefundFen)
+		}
+	}
 
 	tests := map[string]struct {
 		mode     wechatMode
@@ -268,6 +291,12 @@ func TestWeChatPayVerify(t *testing.T) {
 		"probe with garbage signature": {msg: editHeader(pay, func(h http.Header) {
 			h.Set("Wechatpay-Signature", base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{0x5a}, 256)))
 		}), wantErr: ErrBadSignature},
+		// WeChat's own verification probes: refused, and told apart from a key problem.
+		"SIGNTEST probe": {msg: editHeader(pay, func(h http.Header) {
+			h.Set("Wechatpay-Signature", "WECHATPAY/SIGNTEST/"+h.Get("Wechatpay-Signature"))
+		}), wantErr: ErrProbe},
+		"SIGNTEST probe, bare": {msg: editHeader(pay, func(h http.Header) { h.Set("Wechatpay-Signature", "WECHATPAY/SIGNTEST/") }),
+			wantErr: ErrProbe},
 		"signature not base64": {msg: editHeader(pay, func(h http.Header) { h.Set("Wechatpay-Signature", "not base64!") }),
 			wantErr: ErrBadSignature},
 
@@ -343,22 +372,43 @@ func TestWeChatPayVerify(t *testing.T) {
 		"appid missing":          {msg: custom("TRANSACTION.SUCCESS", wechatPlainTxn(map[string]any{"appid": nil}), nil), wantErr: ErrNotOurs},
 		"success_time invalid":   {msg: custom("TRANSACTION.SUCCESS", wechatPlainTxn(map[string]any{"success_time": "2025-01-01 12:00:05"}), nil), wantErr: ErrMalformed},
 
-		"refund": {msg: signed(base, simulate.Payment{TradeNo: "T20250101000001", AmountFen: 8888, RefundFen: 1000, Status: simulate.StatusRefund, Time: now}),
+		"refund": {msg: signed(base, simulate.Payment{TradeNo: "T20250101000001", AmountFen: 8888, RefundFen: 1000,
+			RefundID: "50300000012025010100000001", Status: simulate.StatusRefund, Time: now}),
 			wantKind: payment.KindRefund, check: func(t *testing.T, ev payment.Event) {
 				if ev.AmountFen != 1000 || ev.Status != "REFUND.SUCCESS:SUCCESS" || ev.Currency != "CNY" {
 					t.Errorf("refund event %+v: want 1000 fen, REFUND.SUCCESS:SUCCESS, CNY", ev)
 				}
+				if ev.RefundID != "50300000012025010100000001" || ev.RefundFen != 1000 || ev.RefundIsTotal {
+					t.Errorf("refund %q %d total=%v: want refund_id, amount.refund, this refund alone", ev.RefundID, ev.RefundFen, ev.RefundIsTotal)
+				}
 			}},
-		"refund abnormal": {msg: custom("REFUND.ABNORMAL", map[string]any{
-			"mchid": wechatTestMchID, "out_trade_no": "T20250101000001", "transaction_id": "4200000000202501010000000001",
-			"refund_id": "50000000000000000000000001", "refund_status": "ABNORMAL", "amount": map[string]any{"total": 100, "refund": 100},
-		}, nil), wantKind: payment.KindRefund},
+		"refund abnormal: no money moved": {msg: custom("REFUND.ABNORMAL", wechatPlainRefund("ABNORMAL", nil), nil),
+			wantKind: payment.KindOther, check: noRefund},
+		"refund closed: no money moved": {msg: custom("REFUND.CLOSED", wechatPlainRefund("CLOSED", nil), nil),
+			wantKind: payment.KindOther, check: noRefund},
+		"refund closed without amount": {msg: custom("REFUND.CLOSED", wechatPlainRefund("CLOSED", map[string]any{"amount": nil}), nil),
+			wantKind: payment.KindOther, check: noRefund},
+		"refund without refund_id": {msg: custom("REFUND.SUCCESS", wechatPlainRefund("SUCCESS", map[string]any{"refund_id": nil}), nil),
+			wantErr: ErrMalformed},
+		"refund_id 129 bytes": {msg: custom("REFUND.SUCCESS", wechatPlainRefund("SUCCESS", map[string]any{"refund_id": strings.Repeat("5", 129)}), nil),
+			wantErr: ErrMalformed},
+		"refund_id 128 bytes": {msg: custom("REFUND.SUCCESS", wechatPlainRefund("SUCCESS", map[string]any{"refund_id": strings.Repeat("5", 128)}), nil),
+			wantKind: payment.KindRefund},
+		"transaction_id 128 bytes": {msg: custom("TRANSACTION.SUCCESS", wechatPlainTxn(map[string]any{"transaction_id": strings.Repeat("4", 128)}), nil),
+			wantKind: payment.KindPaid},
+		"transaction_id 129 bytes": {msg: custom("TRANSACTION.SUCCESS", wechatPlainTxn(map[string]any{"transaction_id": strings.Repeat("4", 129)}), nil),
+			wantErr: ErrMalformed},
+		"id 129 bytes": {msg: custom("TRANSACTION.SUCCESS", wechatPlainTxn(nil), func(env map[string]any) { env["id"] = strings.Repeat("E", 129) }),
+			wantErr: ErrMalformed},
+		"out_trade_no 33 chars": {msg: custom("TRANSACTION.SUCCESS", wechatPlainTxn(map[string]any{"out_trade_no": strings.Repeat("T", 33)}), nil),
+			wantErr: ErrMalformed},
 		"refund without refund amount": {msg: custom("REFUND.SUCCESS", map[string]any{
 			"mchid": wechatTestMchID, "out_trade_no": "T20250101000001", "transaction_id": "4200000000202501010000000001",
 			"refund_id": "50000000000000000000000001", "amount": map[string]any{"total": 100},
 		}, nil), wantErr: ErrMalformed},
-		"not paid": {msg: signed(base, status(simulate.StatusPending)), wantKind: payment.KindPending},
-		"closed":   {msg: signed(base, status(simulate.StatusClosed)), wantKind: payment.KindPending},
+		// WeChat notifies only SUCCESS; another trade_state would be no payment.
+		"not paid": {msg: custom("TRANSACTION.SUCCESS", wechatPlainTxn(map[string]any{"trade_state": "NOTPAY"}), nil), wantKind: payment.KindPending},
+		"closed":   {msg: custom("TRANSACTION.SUCCESS", wechatPlainTxn(map[string]any{"trade_state": "CLOSED"}), nil), wantKind: payment.KindPending},
 		"other event": {msg: custom("TRANSACTION.REVOKED", map[string]any{"mchid": wechatTestMchID, "out_trade_no": "T20250101000001",
 			"transaction_id": "4200000000202501010000000001"}, nil),
 			wantKind: payment.KindOther},
@@ -387,6 +437,9 @@ func TestWeChatPayVerify(t *testing.T) {
 				if !errors.Is(err, tt.wantErr) {
 					t.Fatalf("Verify error = %v, want %v", err, tt.wantErr)
 				}
+				if errors.Is(err, ErrProbe) != (tt.wantErr == ErrProbe) || errors.Is(err, ErrProbe) && !errors.Is(err, ErrBadSignature) {
+					t.Errorf("Verify error = %v: a probe is a bad signature, and only a probe is a probe", err)
+				}
 				t.Log(err)
 				if len(sig) > 8 && strings.Contains(err.Error(), sig) {
 					t.Errorf("error %q quotes the signature", err)
@@ -413,6 +466,47 @@ func TestWeChatPayVerify(t *testing.T) {
 			}
 			if tt.check != nil {
 				tt.check(t, ev)
+			}
+		})
+	}
+}
+
+// TestWeChatPayAppIDs: several appids (official account, mini program, app) share one mchid;
+// app_id and app_ids are one list.
+func TestWeChatPayAppIDs(t *testing.T) {
+	k := testWeChatKeys(t)
+	now := time.Now()
+	tests := map[string]struct {
+		appID   string
+		appIDs  []string
+		sender  string
+		wantErr error
+	}{
+		"app_id":                   {appID: "wxA", sender: "wxA"},
+		"first of app_ids":         {appIDs: []string{"wxA", "wxB"}, sender: "wxA"},
+		"second of app_ids":        {appIDs: []string{"wxA", "wxB"}, sender: "wxB"},
+		"app_ids beside app_id":    {appID: "wxA", appIDs: []string{"wxB"}, sender: "wxB"},
+		"app_id beside app_ids":    {appID: "wxA", appIDs: []string{"wxB"}, sender: "wxA"},
+		"unlisted":                 {appID: "wxA", appIDs: []string{"wxB"}, sender: "wxC", wantErr: ErrNotOurs},
+		"prefix of a listed appid": {appIDs: []string{"wxAB"}, sender: "wxA", wantErr: ErrNotOurs},
+		"listed appid, case":       {appIDs: []string{"wxa"}, sender: "wxA", wantErr: ErrNotOurs},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			w, err := NewWeChatPay(WeChatPayConfig{MchID: wechatTestMchID, AppID: tt.appID, AppIDs: tt.appIDs,
+				APIv3Key: wechatTestAPIv3Key, PublicKeyID: wechatTestPubKeyID, PublicKey: &k.pub.PublicKey})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := wechatSigner(t)
+			s.AppID = tt.sender
+			body, header := wechatSign(t, s, simulate.Payment{TradeNo: "T20250101000001", AmountFen: 8888, Time: now})
+			ev, err := w.Verify(body, header, now)
+			if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil) != (err == nil) {
+				t.Fatalf("Verify error = %v, want %v", err, tt.wantErr)
+			}
+			if err == nil && ev.Kind != payment.KindPaid {
+				t.Errorf("Kind = %s", ev.Kind)
 			}
 		})
 	}
@@ -505,19 +599,24 @@ func TestNewWeChatPay(t *testing.T) {
 		"certificates only": {edit(func(c *WeChatPayConfig) {
 			c.PublicKeyID, c.PublicKey, c.Certificates = "", nil, []*x509.Certificate{k.c1}
 		}), ""},
-		"combined":          {edit(func(c *WeChatPayConfig) { c.Certificates = []*x509.Certificate{k.c1, k.c2} }), ""},
-		"no mch_id":         {edit(func(c *WeChatPayConfig) { c.MchID = "" }), "channels.wechatpay.mch_id"},
-		"no app_id":         {edit(func(c *WeChatPayConfig) { c.AppID = "" }), "channels.wechatpay.app_id"},
-		"short api key":     {edit(func(c *WeChatPayConfig) { c.APIv3Key = wechatTestAPIv3Key[:31] }), "channels.wechatpay.api_v3_key"},
-		"long api key":      {edit(func(c *WeChatPayConfig) { c.APIv3Key = wechatTestAPIv3Key + "x" }), "channels.wechatpay.api_v3_key"},
-		"no platform key":   {edit(func(c *WeChatPayConfig) { c.PublicKeyID, c.PublicKey = "", nil }), "channels.wechatpay.platform_"},
-		"key id only":       {edit(func(c *WeChatPayConfig) { c.PublicKey = nil }), "channels.wechatpay.platform_public_key_file"},
-		"key only":          {edit(func(c *WeChatPayConfig) { c.PublicKeyID = "" }), "channels.wechatpay.platform_public_key_id"},
-		"small public key":  {edit(func(c *WeChatPayConfig) { c.PublicKey = &small.PublicKey }), "channels.wechatpay.platform_public_key_file"},
-		"nil certificate":   {edit(func(c *WeChatPayConfig) { c.Certificates = []*x509.Certificate{k.c1, nil} }), "channels.wechatpay.platform_certificate_files[1]"},
-		"ECDSA certificate": {edit(func(c *WeChatPayConfig) { c.Certificates = []*x509.Certificate{ecCert} }), "channels.wechatpay.platform_certificate_files[0]"},
-		"small certificate": {edit(func(c *WeChatPayConfig) { c.Certificates = []*x509.Certificate{smallCert} }), "channels.wechatpay.platform_certificate_files[0]"},
-		"duplicate serial":  {edit(func(c *WeChatPayConfig) { c.Certificates = []*x509.Certificate{k.c1, dupSerial} }), "channels.wechatpay.platform_certificate_files[1]"},
+		"combined":            {edit(func(c *WeChatPayConfig) { c.Certificates = []*x509.Certificate{k.c1, k.c2} }), ""},
+		"no mch_id":           {edit(func(c *WeChatPayConfig) { c.MchID = "" }), "channels.wechatpay.mch_id"},
+		"no app_id":           {edit(func(c *WeChatPayConfig) { c.AppID = "" }), "channels.wechatpay.app_id or app_ids"},
+		"app_ids alone":       {edit(func(c *WeChatPayConfig) { c.AppID, c.AppIDs = "", []string{"wxA", "wxB"} }), ""},
+		"app_id and app_ids":  {edit(func(c *WeChatPayConfig) { c.AppIDs = []string{"wxA", wechatTestAppID} }), ""},
+		"app_ids empty entry": {edit(func(c *WeChatPayConfig) { c.AppIDs = []string{"wxA", ""} }), "channels.wechatpay.app_ids[1]"},
+		"app_ids blank entry": {edit(func(c *WeChatPayConfig) { c.AppIDs = []string{" wxA"} }), "channels.wechatpay.app_ids[0]"},
+		"app_id blank":        {edit(func(c *WeChatPayConfig) { c.AppID = "wxA " }), "channels.wechatpay.app_id"},
+		"short api key":       {edit(func(c *WeChatPayConfig) { c.APIv3Key = wechatTestAPIv3Key[:31] }), "channels.wechatpay.api_v3_key"},
+		"long api key":        {edit(func(c *WeChatPayConfig) { c.APIv3Key = wechatTestAPIv3Key + "x" }), "channels.wechatpay.api_v3_key"},
+		"no platform key":     {edit(func(c *WeChatPayConfig) { c.PublicKeyID, c.PublicKey = "", nil }), "channels.wechatpay.platform_"},
+		"key id only":         {edit(func(c *WeChatPayConfig) { c.PublicKey = nil }), "channels.wechatpay.platform_public_key_file"},
+		"key only":            {edit(func(c *WeChatPayConfig) { c.PublicKeyID = "" }), "channels.wechatpay.platform_public_key_id"},
+		"small public key":    {edit(func(c *WeChatPayConfig) { c.PublicKey = &small.PublicKey }), "channels.wechatpay.platform_public_key_file"},
+		"nil certificate":     {edit(func(c *WeChatPayConfig) { c.Certificates = []*x509.Certificate{k.c1, nil} }), "channels.wechatpay.platform_certificate_files[1]"},
+		"ECDSA certificate":   {edit(func(c *WeChatPayConfig) { c.Certificates = []*x509.Certificate{ecCert} }), "channels.wechatpay.platform_certificate_files[0]"},
+		"small certificate":   {edit(func(c *WeChatPayConfig) { c.Certificates = []*x509.Certificate{smallCert} }), "channels.wechatpay.platform_certificate_files[0]"},
+		"duplicate serial":    {edit(func(c *WeChatPayConfig) { c.Certificates = []*x509.Certificate{k.c1, dupSerial} }), "channels.wechatpay.platform_certificate_files[1]"},
 		"serial equals key id": {edit(func(c *WeChatPayConfig) {
 			c.PublicKeyID, c.Certificates = "42", []*x509.Certificate{pubIDAsCert}
 		}), "channels.wechatpay.platform_certificate_files[0]"},

@@ -105,7 +105,8 @@ type Alipay struct {
 type WeChatPay struct {
 	Enabled                  bool     `koanf:"enabled"`
 	MchID                    string   `koanf:"mch_id"`
-	AppID                    string   `koanf:"app_id"`
+	AppID                    string   `koanf:"app_id"`  // one appid; kept working beside app_ids
+	AppIDs                   []string `koanf:"app_ids"` // every appid paying to mch_id (official account, mini program, app)
 	APIv3Key                 string   `koanf:"api_v3_key"`
 	PlatformPublicKeyID      string   `koanf:"platform_public_key_id"`
 	PlatformPublicKeyFile    string   `koanf:"platform_public_key_file"`
@@ -119,12 +120,14 @@ type Stripe struct {
 	Tolerance      time.Duration `koanf:"tolerance"`
 }
 
-// UnionPay ACP 5.1.0: the signing certificate in each message must chain to these.
+// UnionPay ACP 5.1.0: the signing certificate in each message must chain to these, and name
+// signer_name as its organisation (UnionPay's test environment signs as "00040000:SIGN").
 type UnionPay struct {
 	Enabled              bool   `koanf:"enabled"`
 	MerID                string `koanf:"mer_id"`
 	RootCertFile         string `koanf:"root_cert_file"`
 	IntermediateCertFile string `koanf:"intermediate_cert_file"`
+	SignerName           string `koanf:"signer_name"`
 }
 
 func defaults() map[string]any {
@@ -149,6 +152,7 @@ func defaults() map[string]any {
 		"channels.stripe.enabled":              false,
 		"channels.stripe.tolerance":            "300s",
 		"channels.unionpay.enabled":            false,
+		"channels.unionpay.signer_name":        "中国银联股份有限公司",
 		"admin.addr":                           "",
 	}
 }
@@ -317,8 +321,20 @@ func (c *Config) validateChannels(bad func(key, format string, args ...any)) {
 		if w.MchID == "" {
 			bad("channels.wechatpay.mch_id", "must be set when the channel is enabled")
 		}
-		if w.AppID == "" {
-			bad("channels.wechatpay.app_id", "must be set when the channel is enabled")
+		if w.AppID == "" && len(w.AppIDs) == 0 {
+			bad("channels.wechatpay.app_id", "or channels.wechatpay.app_ids must be set when the channel is enabled")
+		}
+		// app_id may reappear in app_ids (the two are one list); within app_ids a repeat is a slip.
+		seen := map[string]bool{}
+		for i, id := range w.AppIDs {
+			key := fmt.Sprintf("channels.wechatpay.app_ids[%d]", i)
+			switch {
+			case strings.TrimSpace(id) == "" || strings.TrimSpace(id) != id:
+				bad(key, "must be an appid without surrounding white space, got %q", id)
+			case seen[id]:
+				bad(key, "%q is listed twice", id)
+			}
+			seen[id] = true
 		}
 		if len(w.APIv3Key) != 32 {
 			bad("channels.wechatpay.api_v3_key", "must be the 32-byte APIv3 key, got %d bytes", len(w.APIv3Key))
@@ -352,6 +368,9 @@ func (c *Config) validateChannels(bad func(key, format string, args ...any)) {
 		}
 		if u.IntermediateCertFile == "" {
 			bad("channels.unionpay.intermediate_cert_file", "must be set when the channel is enabled")
+		}
+		if strings.TrimSpace(u.SignerName) == "" {
+			bad("channels.unionpay.signer_name", "must name the organisation UnionPay signs as (default 中国银联股份有限公司)")
 		}
 	}
 }

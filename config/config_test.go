@@ -37,7 +37,10 @@ func wantDefaults() Config {
 			DBTimeoutCleanSeconds: 600,
 			ReturnOriginalResult:  true,
 		},
-		Channels: Channels{Stripe: Stripe{Tolerance: 300 * time.Second}},
+		Channels: Channels{
+			Stripe:   Stripe{Tolerance: 300 * time.Second},
+			UnionPay: UnionPay{SignerName: "中国银联股份有限公司"},
+		},
 	}
 }
 
@@ -125,6 +128,41 @@ idempotency: {redis_ttl: 10s}
 				c.HTTP.BodyLimitBytes = 2048
 			},
 		},
+		"wechatpay appids: app_id and app_ids together": {
+			yaml: `
+channels:
+  wechatpay:
+    enabled: true
+    mch_id: "1900000001"
+    app_id: wxA
+    app_ids: [wxB, wxA]
+    api_v3_key: 0123456789abcdef0123456789abcdef
+    platform_public_key_id: PUB_KEY_ID_1
+    platform_public_key_file: /keys/wechat.pem
+`,
+			want: func(c *Config) {
+				c.Channels.WeChatPay = WeChatPay{Enabled: true, MchID: "1900000001", AppID: "wxA", AppIDs: []string{"wxB", "wxA"},
+					APIv3Key: "0123456789abcdef0123456789abcdef", PlatformPublicKeyID: "PUB_KEY_ID_1", PlatformPublicKeyFile: "/keys/wechat.pem"}
+			},
+		},
+		"wechatpay app_ids alone, from the environment": {
+			yaml: "{}\n",
+			environ: []string{
+				"PAYGW_CHANNELS__WECHATPAY__ENABLED=true", "PAYGW_CHANNELS__WECHATPAY__MCH_ID=1900000001",
+				"PAYGW_CHANNELS__WECHATPAY__APP_IDS=wxA,wxB", "PAYGW_CHANNELS__WECHATPAY__API_V3_KEY=0123456789abcdef0123456789abcdef",
+				"PAYGW_CHANNELS__WECHATPAY__PLATFORM_PUBLIC_KEY_ID=PUB_KEY_ID_1", "PAYGW_CHANNELS__WECHATPAY__PLATFORM_PUBLIC_KEY_FILE=/k.pem",
+			},
+			want: func(c *Config) {
+				c.Channels.WeChatPay = WeChatPay{Enabled: true, MchID: "1900000001", AppIDs: []string{"wxA", "wxB"},
+					APIv3Key: "0123456789abcdef0123456789abcdef", PlatformPublicKeyID: "PUB_KEY_ID_1", PlatformPublicKeyFile: "/k.pem"}
+			},
+		},
+		"unionpay test environment signer": {
+			yaml: `channels: {unionpay: {enabled: true, mer_id: "777", root_cert_file: /r.pem, intermediate_cert_file: /i.pem, signer_name: "00040000:SIGN"}}` + "\n",
+			want: func(c *Config) {
+				c.Channels.UnionPay = UnionPay{Enabled: true, MerID: "777", RootCertFile: "/r.pem", IntermediateCertFile: "/i.pem", SignerName: "00040000:SIGN"}
+			},
+		},
 		"env without __ and foreign env are not keys": {
 			yaml: "{}\n",
 			environ: []string{
@@ -158,6 +196,9 @@ idempotency: {redis_ttl: 10s}
 			}
 			if len(got.Channels.WeChatPay.PlatformCertificateFiles) == 0 {
 				got.Channels.WeChatPay.PlatformCertificateFiles = nil
+			}
+			if len(got.Channels.WeChatPay.AppIDs) == 0 {
+				got.Channels.WeChatPay.AppIDs = nil
 			}
 			if !reflect.DeepEqual(*got, want) {
 				t.Errorf("Load:\n got %+v\nwant %+v", *got, want)
@@ -301,6 +342,14 @@ auth:
 			yaml: "channels: {wechatpay: {enabled: true, api_v3_key: short}}\n",
 			want: []string{"channels.wechatpay.mch_id", "channels.wechatpay.app_id", "channels.wechatpay.api_v3_key", "channels.wechatpay.platform_public_key_file"},
 			hide: []string{"short"},
+		},
+		"wechatpay app_ids with an empty entry and a repeat": {
+			yaml: "channels: {wechatpay: {enabled: true, mch_id: m, app_ids: [wxA, '', wxA, ' wxB'], api_v3_key: 0123456789abcdef0123456789abcdef, platform_public_key_id: P, platform_public_key_file: /k.pem}}\n",
+			want: []string{"channels.wechatpay.app_ids[1]", "channels.wechatpay.app_ids[2]", "twice", "channels.wechatpay.app_ids[3]"},
+		},
+		"unionpay signer_name emptied": {
+			yaml: `channels: {unionpay: {enabled: true, mer_id: "777", root_cert_file: /r.pem, intermediate_cert_file: /i.pem, signer_name: " "}}` + "\n",
+			want: []string{"channels.unionpay.signer_name"},
 		},
 		"wechatpay key id without key file": {
 			yaml: "channels: {wechatpay: {enabled: true, mch_id: m, app_id: a, api_v3_key: 0123456789abcdef0123456789abcdef, platform_public_key_id: PUB_KEY_ID_1}}\n",

@@ -45,6 +45,7 @@ func TestMain(m *testing.M) {
 		cfg.Channels.Alipay.AlipayPublicKeyFile = "" // the Alipay tests use this binary's own key
 		cfg.Channels.Alipay.AlipayPublicKey = string(simulate.PEMPublicKey(&alipayKey.PublicKey))
 		cfg.Channels.Alipay.AppID = testAppID
+		cfg.Channels.WeChatPay.AppIDs = []string{secondWeChatAppID} // a second appid of the same mchid
 		if sandbox.channels, err = channels.FromConfig(cfg.Channels); err != nil {
 			panic(err)
 		}
@@ -164,12 +165,32 @@ func TestOutcomeTableEveryChannel(t *testing.T) {
 					t.Fatal("rows written for an unknown order")
 				}
 			})
-			t.Run("refund notice: journalled, still paid once", func(t *testing.T) {
+			t.Run("refunds: each REFUNDED once, the order still PAID", func(t *testing.T) {
 				tn := h.seedOrder(1999)
 				wantChannelReply(t, ch, h.send(ch, simulate.Payment{TradeNo: tn, AmountFen: 1999}), payment.ReplySuccess)
-				wantChannelReply(t, ch, h.send(ch, simulate.Payment{TradeNo: tn, AmountFen: 1999, Status: simulate.StatusRefund, RefundFen: 500}), payment.ReplySuccess)
-				if h.order(tn).Status != "PAID" || h.count(`SELECT COUNT(*) FROM notify_journal WHERE trade_no = ? AND event = 'REFUND'`, tn) != 1 {
-					t.Fatal("want the order PAID and the refund journalled")
+				first := simulate.Payment{TradeNo: tn, AmountFen: 1999, Status: simulate.StatusRefund, RefundFen: 500}
+				m, err := sandbox.signers[ch].Sign(first)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for range 2 { // a redelivery of the same notice counts nothing more
+					wantChannelReply(t, ch, h.deliver(ch, m), payment.ReplySuccess)
+				}
+				wantChannelReply(t, ch, h.send(ch, first), payment.ReplySuccess) // re-signed later delivery
+				if o := h.order(tn); o.Status != "PAID" || o.RefundedFen != 500 {
+					t.Fatalf("after the first refund: %s, refunded %d; want PAID, 500", o.Status, o.RefundedFen)
+				}
+				// The second refund of 300: channels that state the running total say 800.
+				second := simulate.Payment{TradeNo: tn, AmountFen: 1999, Status: simulate.StatusRefund, RefundFen: 300, RefundTotalFen: 800}
+				wantChannelReply(t, ch, h.send(ch, second), payment.ReplySuccess)
+				if o := h.order(tn); o.Status != "PAID" || o.RefundedFen != 800 {
+					t.Fatalf("after the second refund: %s, refunded %d; want PAID, 800", o.Status, o.RefundedFen)
+				}
+				if n := h.count(`SELECT COUNT(*) FROM notify_journal WHERE trade_no = ? AND event = 'REFUND' AND outcome = 'REFUNDED'`, tn); n != 2 {
+					t.Fatalf("REFUNDED journal rows = %d, want 2", n)
+				}
+				if n := h.count(`SELECT COUNT(*) FROM refund WHERE trade_no = ? AND channel = ? AND status = 'APPLIED'`, tn, ch); n != 2 {
+					t.Fatalf("refund rows = %d, want 2", n)
 				}
 			})
 			t.Run("repeat through a replica with Redis down: success, nothing more", func(t *testing.T) {
@@ -267,7 +288,7 @@ func TestCrossChannelDuplicatePayment(t *testing.T) {
 }
 
 // A refund that carries an order number of its own (UnionPay's refund orderId, a Checkout
-// payment's charge without metadata) is journalled on the order its payment paid.
+// payment's charge without metadata) is applied to the order its payment paid.
 func TestRefundFoundByThePaymentItUndoes(t *testing.T) {
 	h := newHarness(t, options{})
 	tn := h.seedOrder(1999)
@@ -275,11 +296,11 @@ func TestRefundFoundByThePaymentItUndoes(t *testing.T) {
 	wantChannelReply(t, "unionpay", h.send("unionpay", simulate.Payment{TradeNo: tn, AmountFen: 1999, TxnID: queryID}), payment.ReplySuccess)
 	refund := simulate.Payment{TradeNo: "REFUND" + tn[len(tn)-10:], AmountFen: 1999, TxnID: queryID, Status: simulate.StatusRefund}
 	wantChannelReply(t, "unionpay", h.send("unionpay", refund), payment.ReplySuccess)
-	if n := h.count(`SELECT COUNT(*) FROM notify_journal WHERE trade_no = ? AND event = 'REFUND'`, tn); n != 1 {
-		t.Fatalf("refund journalled on the paid order %d times, want 1", n)
+	if n := h.count(`SELECT COUNT(*) FROM notify_journal WHERE trade_no = ? AND event = 'REFUND' AND outcome = 'REFUNDED'`, tn); n != 1 {
+		t.Fatalf("refund REFUNDED on the paid order %d times, want 1", n)
 	}
-	if h.order(tn).Status != "PAID" {
-		t.Fatal("a refund notice changed the order")
+	if o := h.order(tn); o.Status != "PAID" || o.RefundedFen != 1999 {
+		t.Fatalf("order %s, refunded %d; want PAID, refunded in full", o.Status, o.RefundedFen)
 	}
 	// A refund naming a payment we never applied is retried, not dropped.
 	unknown := simulate.Payment{TradeNo: "REFUNDX" + tn[len(tn)-10:], AmountFen: 1999, TxnID: "999999999999999999998", Status: simulate.StatusRefund}

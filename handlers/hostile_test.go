@@ -336,9 +336,6 @@ func TestHostileInput(t *testing.T) {
 		channelCase("orderId "+name, "unionpay", func() hostileRequest {
 			return formRequest("unionpay", sig.form("unionpay", func(v url.Values) { v.Set("orderId", bad) }))
 		})
-		channelCase("trade_no "+name, "stripe", func() hostileRequest {
-			return notifyRequest("stripe", sig.stripe(`"trade_no": "`+tn+`"`, `"trade_no": `+jsonQuote(bad)))
-		})
 		channelCase("out_trade_no "+name, "wechatpay", func() hostileRequest {
 			return notifyRequest("wechatpay", sig.wechat(bad, "1999", "", ""))
 		})
@@ -524,5 +521,33 @@ func TestHostileSlowBody(t *testing.T) {
 	}
 	if o := h.order(tn); o.Status != "WAIT_PAY" {
 		t.Fatalf("order = %s after slow bodies", o.Status)
+	}
+}
+
+// Stripe sends account-wide events; a metadata.trade_no that cannot be ours (SQL metacharacters
+// included) makes the event someone else's. It is acknowledged, so Stripe does not retry it for
+// three days, and journalled as OTHER with no trade_no: the hostile value reaches no order column.
+func TestHostileStripeTradeNoIsNotOurs(t *testing.T) {
+	h := newHarness(t, options{})
+	tn := h.seedOrder(1999)
+	sig := hostileSigner{t: t, tradeNo: tn, fen: 1999}
+	for name, bad := range sqlTradeNos {
+		t.Run(name, func(t *testing.T) {
+			m := sig.stripe(`"trade_no": "`+tn+`"`, `"trade_no": `+jsonQuote(bad))
+			var ev struct{ ID string }
+			if err := json.Unmarshal(m.Body, &ev); err != nil {
+				t.Fatal(err)
+			}
+			wantReply(t, h.sendRaw(notifyRequest("stripe", m)), 200, string(sandbox.replies["stripe"][payment.ReplySuccess].Body))
+			if n := h.count(`SELECT COUNT(*) FROM notify_journal WHERE notify_id = ? AND event = 'OTHER' AND trade_no = ''`, ev.ID); n != 1 {
+				t.Fatalf("event %s journalled as other %d times, want once", ev.ID, n)
+			}
+			if o := h.order(tn); o.Status != "WAIT_PAY" {
+				t.Fatalf("order %s is %s", tn, o.Status)
+			}
+			if n := h.count(`SELECT COUNT(*) FROM idempotent_record`); n != 0 {
+				t.Fatalf("records = %d, want 0", n)
+			}
+		})
 	}
 }

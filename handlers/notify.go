@@ -9,7 +9,6 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/rs/zerolog"
 
-	"github.com/paygw/paygw/apply"
 	"github.com/paygw/paygw/channels"
 	"github.com/paygw/paygw/payment"
 )
@@ -31,13 +30,21 @@ func (s *Server) notify(ch channels.Channel) echo.HandlerFunc {
 			return writeReply(c, http.StatusRequestTimeout, ch.Reply(payment.ReplyRefuse))
 		}
 		ev, err := ch.Verify(body, c.Request().Header, start)
-		if err != nil {
+		switch {
+		case errors.Is(err, channels.ErrProbe):
+			// The channel testing that we verify: refused as it expects, and no sign of a key
+			// problem, so it is not a warning.
+			s.logNotification(zerolog.InfoLevel, ch, nil, "probe", start, err)
+			return writeReply(c, 0, ch.Reply(payment.ReplyRefuse))
+		case err != nil:
 			// Warn, not info: a wrong or rotated key refuses every real payment until someone
 			// notices, and the channel gives up after its last retry.
 			s.logNotification(zerolog.WarnLevel, ch, nil, "REFUSED", start, err)
 			return writeReply(c, 0, ch.Reply(payment.ReplyRefuse))
 		}
-		ctx, cancel := context.WithTimeout(c.Request().Context(), apply.ApplyTimeout)
+		// Each channel waits its own time for the reply (WeChat 5 s, UnionPay 10 s): past the
+		// channel's deadline we answer "retry" before it stops listening.
+		ctx, cancel := context.WithTimeout(c.Request().Context(), ch.ApplyTimeout())
 		defer cancel()
 		outcome, err := s.applier.Apply(ctx, ev)
 		if err != nil {

@@ -4,6 +4,7 @@
 package simulate
 
 import (
+	"cmp"
 	"crypto"
 	"crypto/rand"
 	"crypto/rsa"
@@ -14,8 +15,11 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/text/encoding/simplifiedchinese"
 )
 
 // AlipayPayment describes one Alipay trade_status_sync notification.
@@ -27,13 +31,19 @@ type AlipayPayment struct {
 	NotifyID    string
 	AmountFen   int64
 	TradeStatus string // TRADE_SUCCESS, TRADE_FINISHED, TRADE_CLOSED, WAIT_BUYER_PAY
-	RefundFen   int64  // > 0 makes it a partial-refund notice
-	Time        time.Time
-	SignType    string // RSA2 (default) or RSA
-	Extra       map[string]string
+	// RefundFen is refund_fee, the trade's refunded total so far: > 0 makes it a refund notice
+	// (with TRADE_SUCCESS a partial refund, with TRADE_CLOSED the full one), sent with gmt_refund
+	// and out_biz_no = RefundID ("" = derived from TradeNo and RefundFen).
+	RefundFen int64
+	RefundID  string
+	Subject   string // "" = "paygw order"
+	Charset   string // utf-8 (default), gbk or gb2312: what the values are signed and sent in
+	Time      time.Time
+	SignType  string // RSA2 (default) or RSA
+	Extra     map[string]string
 }
 
-// Form returns the notification's parameters, unsigned.
+// Form returns the notification's parameters, unsigned, in UTF-8 whatever the Charset.
 func (p AlipayPayment) Form() url.Values {
 	cst := time.FixedZone("CST", 8*3600)
 	at := p.Time
@@ -46,25 +56,30 @@ func (p AlipayPayment) Form() url.Values {
 	v.Set("notify_type", "trade_status_sync")
 	v.Set("notify_id", p.NotifyID)
 	v.Set("app_id", p.AppID)
-	v.Set("charset", "utf-8")
+	v.Set("charset", cmp.Or(p.Charset, "utf-8"))
 	v.Set("version", "1.0")
 	v.Set("trade_no", p.AlipayTxn)
 	v.Set("out_trade_no", p.TradeNo)
 	v.Set("total_amount", Yuan(p.AmountFen))
-	v.Set("receipt_amount", Yuan(p.AmountFen))
-	v.Set("buyer_pay_amount", Yuan(p.AmountFen))
 	v.Set("trade_status", p.TradeStatus)
 	v.Set("gmt_create", stamp)
-	v.Set("gmt_payment", stamp)
 	v.Set("buyer_id", "2088102177846875")
-	v.Set("subject", "paygw order")
+	v.Set("subject", cmp.Or(p.Subject, "paygw order"))
 	if p.SellerID != "" {
 		v.Set("seller_id", p.SellerID)
 	}
+	if p.TradeStatus == "TRADE_SUCCESS" || p.TradeStatus == "TRADE_FINISHED" || p.RefundFen > 0 {
+		v.Set("receipt_amount", Yuan(p.AmountFen))
+		v.Set("buyer_pay_amount", Yuan(p.AmountFen))
+		v.Set("gmt_payment", stamp)
+	}
+	if p.TradeStatus == "TRADE_CLOSED" {
+		v.Set("gmt_close", stamp)
+	}
 	if p.RefundFen > 0 {
 		v.Set("refund_fee", Yuan(p.RefundFen))
-		v.Set("gmt_refund", stamp)
-		v.Set("out_biz_no", p.TradeNo+"-R1")
+		v.Set("gmt_refund", at.In(cst).Format("2006-01-02 15:04:05.000"))
+		v.Set("out_biz_no", cmp.Or(p.RefundID, p.TradeNo+"-R"+strconv.FormatInt(p.RefundFen, 10)))
 	}
 	for k, x := range p.Extra {
 		v.Set(k, x)
@@ -113,9 +128,26 @@ func SignAlipay(form url.Values, signType string, key *rsa.PrivateKey) error {
 	return nil
 }
 
-// AlipayBody is the signed, url-encoded notification body.
+// AlipayBody is the signed, url-encoded notification body. With a GBK or GB2312 Charset the
+// values are encoded in it first, then signed and percent-encoded as those bytes, as Alipay does.
 func AlipayBody(p AlipayPayment, key *rsa.PrivateKey) ([]byte, error) {
 	form := p.Form()
+	switch cs := strings.ToLower(cmp.Or(p.Charset, "utf-8")); cs {
+	case "utf-8":
+	case "gbk", "gb2312":
+		enc := simplifiedchinese.GBK.NewEncoder()
+		for k, vs := range form {
+			for i, v := range vs {
+				b, err := enc.String(v)
+				if err != nil {
+					return nil, fmt.Errorf("alipay: %s cannot be written in %s: %w", k, cs, err)
+				}
+				vs[i] = b
+			}
+		}
+	default:
+		return nil, fmt.Errorf("alipay: unknown charset %q", p.Charset)
+	}
 	if err := SignAlipay(form, p.SignType, key); err != nil {
 		return nil, err
 	}
@@ -133,13 +165,17 @@ type AlipaySigner struct {
 	SellerID string
 	Key      *rsa.PrivateKey
 	SignType string // RSA2 (default) or RSA
+	Charset  string // utf-8 (default), gbk or gb2312
 }
 
 func (s AlipaySigner) Channel() string { return "alipay" }
 
-// Sign renders p as a trade_status_sync notification.
+// Sign renders p as a trade_status_sync notification: paid TRADE_SUCCESS, pending
+// WAIT_BUYER_PAY, closed TRADE_CLOSED unpaid; a refund TRADE_SUCCESS with refund_fee =
+// RefundTotalFen, or TRADE_CLOSED with it when that is the whole amount (a full refund closes
+// the trade), out_biz_no = RefundID.
 func (s AlipaySigner) Sign(p Payment) (Message, error) {
-	p = p.normalized("alipay", "2026")
+	p = p.normalized("alipay", "2026", "R")
 	status := map[string]string{
 		StatusPaid: "TRADE_SUCCESS", StatusClosed: "TRADE_CLOSED",
 		StatusRefund: "TRADE_SUCCESS", StatusPending: "WAIT_BUYER_PAY",
@@ -149,14 +185,18 @@ func (s AlipaySigner) Sign(p Payment) (Message, error) {
 	}
 	ap := AlipayPayment{
 		AppID: s.AppID, SellerID: s.SellerID, TradeNo: p.TradeNo, AlipayTxn: p.TxnID, NotifyID: p.NotifyID,
-		AmountFen: p.AmountFen, TradeStatus: status, Time: p.Time, SignType: s.SignType,
+		AmountFen: p.AmountFen, TradeStatus: status, Time: p.Time, SignType: s.SignType, Charset: s.Charset,
 	}
 	if p.Status == StatusRefund {
-		ap.RefundFen = p.RefundFen
+		ap.RefundFen, ap.RefundID = p.RefundTotalFen, p.RefundID
+		if p.RefundTotalFen >= p.AmountFen {
+			ap.TradeStatus = "TRADE_CLOSED"
+		}
 	}
 	body, err := AlipayBody(ap, s.Key)
 	if err != nil {
 		return Message{}, err
 	}
-	return Message{Body: body, Header: http.Header{"Content-Type": {"application/x-www-form-urlencoded;charset=utf-8"}}}, nil
+	contentType := "application/x-www-form-urlencoded;charset=" + cmp.Or(s.Charset, "utf-8")
+	return Message{Body: body, Header: http.Header{"Content-Type": {contentType}}}, nil
 }

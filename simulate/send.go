@@ -104,7 +104,7 @@ func Storm(ctx context.Context, client *http.Client, url string, m Message, repe
 }
 
 // Schedules are the channels' redelivery delays after a first delivery that was not answered
-// with success (../shared/PROTOCOLS.md). Stripe documents "up to three days with exponential
+// with success, as the channels document them. Stripe documents "up to three days with exponential
 // backoff" without exact steps; its schedule here is an approximation of that.
 var Schedules = map[string][]time.Duration{
 	"alipay":    {4 * time.Minute, 10 * time.Minute, 10 * time.Minute, time.Hour, 2 * time.Hour, 6 * time.Hour, 15 * time.Hour},

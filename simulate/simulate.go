@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -15,9 +16,18 @@ type Payment struct {
 	Currency  string    // ISO 4217; "" means CNY
 	Status    string    // paid (default), closed, refund, pending
 	TxnID     string    // the channel's transaction id; "" derives one from TradeNo
-	NotifyID  string    // "" derives one that is the same for every repeat of this payment and status
-	RefundFen int64     // for refund: the refunded amount ("" = the whole amount)
+	NotifyID  string    // "" derives one that is the same for every repeat of this payment and status (and refund)
 	Time      time.Time // zero means now
+
+	// For refund. RefundFen is this refund's amount (0 = the whole AmountFen), which WeChat
+	// (amount.refund) and UnionPay (txnAmt) send. Alipay (refund_fee) and Stripe
+	// (amount_refunded) send the payment's refunded total after this refund instead:
+	// RefundTotalFen, which is RefundFen unless set (a first refund). RefundID is the channel's id
+	// of the refund ("" derives one from the payment and both amounts, so a second refund needs
+	// its own RefundTotalFen or RefundID to be told from the first).
+	RefundFen      int64
+	RefundTotalFen int64
+	RefundID       string
 }
 
 // Statuses a Payment can report.
@@ -40,8 +50,9 @@ type Signer interface {
 	Sign(p Payment) (Message, error)
 }
 
-// normalized fills a Payment's defaults for channel.
-func (p Payment) normalized(channel, txnPrefix string) Payment {
+// normalized fills a Payment's defaults for channel; derived ids start with the channel's
+// prefixes for transactions and refunds.
+func (p Payment) normalized(channel, txnPrefix, refundPrefix string) Payment {
 	if p.Currency == "" {
 		p.Currency = "CNY"
 	}
@@ -54,11 +65,26 @@ func (p Payment) normalized(channel, txnPrefix string) Payment {
 	if p.TxnID == "" {
 		p.TxnID = txnPrefix + digest(channel, p.TradeNo)[:24]
 	}
-	if p.NotifyID == "" {
-		p.NotifyID = digest(channel, p.TradeNo, p.TxnID, p.Status)[:32]
+	if p.Status != StatusRefund {
+		p.RefundFen, p.RefundTotalFen, p.RefundID = 0, 0, ""
+	} else {
+		if p.RefundFen == 0 {
+			p.RefundFen = p.AmountFen
+		}
+		if p.RefundTotalFen == 0 {
+			p.RefundTotalFen = p.RefundFen
+		}
+		if p.RefundID == "" {
+			p.RefundID = refundPrefix + digest(channel, p.TradeNo, p.TxnID, "refund",
+				strconv.FormatInt(p.RefundFen, 10), strconv.FormatInt(p.RefundTotalFen, 10))[:24]
+		}
 	}
-	if p.Status == StatusRefund && p.RefundFen == 0 {
-		p.RefundFen = p.AmountFen
+	if p.NotifyID == "" {
+		parts := []string{channel, p.TradeNo, p.TxnID, p.Status}
+		if p.Status == StatusRefund { // every refund is a notification of its own
+			parts = append(parts, p.RefundID)
+		}
+		p.NotifyID = digest(parts...)[:32]
 	}
 	return p
 }

@@ -42,7 +42,7 @@ func (s StripeSigner) Sign(p Payment) (Message, error) {
 		return Message{}, errors.New("stripe: no webhook secret")
 	}
 	defaultNotifyID := p.NotifyID == ""
-	p = p.normalized("stripe", "pi_")
+	p = p.normalized("stripe", "pi_", "re_")
 	if !strings.HasPrefix(p.TxnID, "pi_") {
 		p.TxnID = "pi_" + p.TxnID
 	}
@@ -82,11 +82,22 @@ func (s StripeSigner) Sign(p Payment) (Message, error) {
 		typ, object = "payment_intent.processing", paymentIntent("processing", 0)
 	case StatusRefund:
 		typ = "charge.refunded"
+		charge := "ch_" + strings.TrimPrefix(p.TxnID, "pi_")
+		refund := map[string]any{
+			"id": p.RefundID, "object": "refund", "amount": p.RefundFen, "charge": charge, "created": p.Time.Unix(),
+			"currency": currency, "metadata": map[string]string{}, "payment_intent": p.TxnID, "status": "succeeded",
+		}
 		object = map[string]any{
-			"id": "ch_" + strings.TrimPrefix(p.TxnID, "pi_"), "object": "charge", "amount": p.AmountFen,
-			"amount_captured": p.AmountFen, "amount_refunded": p.RefundFen, "captured": true, "created": p.Time.Unix(),
+			"id": charge, "object": "charge", "amount": p.AmountFen,
+			"amount_captured": p.AmountFen, "amount_refunded": p.RefundTotalFen, "captured": true, "created": p.Time.Unix(),
 			"currency": currency, "livemode": false, "metadata": metadata, "paid": true,
-			"payment_intent": p.TxnID, "refunded": p.RefundFen >= p.AmountFen, "status": "succeeded",
+			"payment_intent": p.TxnID, "refunded": p.RefundTotalFen >= p.AmountFen, "status": "succeeded",
+			// API versions before 2022-11-15 list the charge's refunds, newest first; this one
+			// shows the refund that caused the event.
+			"refunds": map[string]any{
+				"object": "list", "data": []any{refund}, "has_more": false, "total_count": 1,
+				"url": "/v1/charges/" + charge + "/refunds",
+			},
 		}
 	default:
 		return Message{}, fmt.Errorf("stripe: unknown status %q", p.Status)
@@ -94,7 +105,7 @@ func (s StripeSigner) Sign(p Payment) (Message, error) {
 
 	id := p.NotifyID
 	if defaultNotifyID { // one id per event: a session and its PaymentIntent are two events
-		id = digest("stripe", p.TradeNo, p.TxnID, p.Status, typ)[:24]
+		id = digest("stripe", p.NotifyID, typ)[:24]
 	}
 	if !strings.HasPrefix(id, "evt_") {
 		id = "evt_" + id

@@ -152,6 +152,36 @@ func TestStripeSignerAgainstGateway(t *testing.T) {
 		}
 	}
 
+	// A refund is keyed by its re_ id and states the charge's refunded total.
+	for name, tc := range map[string]struct {
+		p        Payment
+		wantID   string
+		wantFen  int64
+		refunded bool
+	}{
+		"first, partial": {Payment{RefundFen: 1000, RefundID: "re_1First"}, "re_1First", 1000, false},
+		"second":         {Payment{RefundFen: 500, RefundTotalFen: 1500, RefundID: "re_2Second"}, "re_2Second", 1500, false},
+		"derived id":     {Payment{}, "", 8888, true},
+	} {
+		r := p
+		r.Status, r.RefundFen, r.RefundTotalFen, r.RefundID = StatusRefund, tc.p.RefundFen, tc.p.RefundTotalFen, tc.p.RefundID
+		msg, err := StripeSigner{Secret: stripeSimSecret}.Sign(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev, err := verifier.Verify(msg.Body, msg.Header, at)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if ev.Kind != payment.KindRefund || ev.RefundFen != tc.wantFen || ev.AmountFen != tc.wantFen || !ev.RefundIsTotal ||
+			!strings.HasPrefix(ev.RefundID, "re_") || tc.wantID != "" && ev.RefundID != tc.wantID || !strings.HasPrefix(ev.ChannelTxnID, "pi_") {
+			t.Errorf("%s: refund event %+v, want %s of total %d", name, ev, tc.wantID, tc.wantFen)
+		}
+		if got := bytes.Contains(msg.Body, []byte(`"refunded": true`)); got != tc.refunded {
+			t.Errorf("%s: charge refunded = %v, want %v", name, got, tc.refunded)
+		}
+	}
+
 	// Past the tolerance, the same message is refused.
 	msg, err := StripeSigner{Secret: stripeSimSecret}.Sign(p)
 	if err != nil {

@@ -34,16 +34,20 @@ func (s UnionPaySigner) Channel() string { return "unionpay" }
 var unionPayCurrencyCodes = map[string]string{"CNY": "156", "USD": "840", "EUR": "978", "HKD": "344"}
 
 // Sign renders p as a back notification: paid is a consume (txnType 01) answered 00, pending a
-// consume still in progress (05), refund a refund (04) and closed a consume cancel (31), each of the
-// last two with its own queryId and origQryId pointing at the consume.
+// consume still in progress (05), refund a refund (04) of RefundFen whose queryId is RefundID
+// (21 digits; derived from it otherwise), and closed a consume cancel (31) of the whole amount;
+// the last two name the consume in origQryId.
 func (s UnionPaySigner) Sign(p Payment) (Message, error) {
 	if s.Key == nil || len(s.CertPEM) == 0 {
 		return Message{}, errors.New("unionpay: signer needs Key and CertPEM")
 	}
-	p = p.normalized("unionpay", "")
+	p = p.normalized("unionpay", "", "")
 	// ACP's queryId is 21 digits; derive one when the caller's id is not in that shape.
 	if !unionPayDigitsOnly(p.TxnID) {
 		p.TxnID = unionPayQueryID(p.TradeNo, p.TxnID)
+	}
+	if p.Status == StatusRefund && !unionPayDigitsOnly(p.RefundID) {
+		p.RefundID = unionPayQueryID(p.TradeNo, p.TxnID, StatusRefund, p.RefundID)
 	}
 	code := unionPayCurrencyCodes[strings.ToUpper(p.Currency)]
 	if code == "" {
@@ -88,7 +92,7 @@ func (s UnionPaySigner) Sign(p Payment) (Message, error) {
 		amount = p.RefundFen
 		v.Set("txnType", "04")
 		v.Set("txnSubType", "00")
-		v.Set("queryId", unionPayQueryID(p.TradeNo, p.TxnID, StatusRefund))
+		v.Set("queryId", p.RefundID)
 		v.Set("origQryId", p.TxnID)
 	case StatusClosed:
 		v.Set("txnType", "31")

@@ -113,6 +113,35 @@ func TestUnionPaySignerAgainstVerifier(t *testing.T) {
 		})
 	}
 
+	t.Run("a refund is keyed by its own queryId and names the consume", func(t *testing.T) {
+		paid, err := signer.Sign(simulate.Payment{TradeNo: "T1", AmountFen: 8888, Time: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		consume, err := u.Verify(paid.Body, nil, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, given := range []string{"", "765432109876543210987"} {
+			msg, err := signer.Sign(simulate.Payment{TradeNo: "R1", AmountFen: 8888, Time: now, TxnID: consume.ChannelTxnID,
+				Status: simulate.StatusRefund, RefundFen: 100, RefundID: given})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ev, err := u.Verify(msg.Body, nil, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			form, _ := url.ParseQuery(string(msg.Body))
+			if ev.Kind != payment.KindRefund || ev.ChannelTxnID != consume.ChannelTxnID || form.Get("origQryId") != consume.ChannelTxnID ||
+				ev.RefundID != form.Get("queryId") || ev.RefundID == consume.ChannelTxnID || ev.RefundFen != 100 || ev.RefundIsTotal ||
+				form.Get("txnType") != "04" || given != "" && ev.RefundID != given {
+				t.Fatalf("refund %s of %s: id %s, %d total=%v; consume %s, form queryId %s origQryId %s txnType %s", ev.Kind, ev.ChannelTxnID,
+					ev.RefundID, ev.RefundFen, ev.RefundIsTotal, consume.ChannelTxnID, form.Get("queryId"), form.Get("origQryId"), form.Get("txnType"))
+			}
+		}
+	})
+
 	t.Run("refund and cancel are other notices", func(t *testing.T) {
 		ids := map[string]bool{}
 		for _, st := range []string{simulate.StatusPaid, simulate.StatusRefund, simulate.StatusClosed} {

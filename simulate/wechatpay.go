@@ -89,42 +89,37 @@ type wechatRefund struct {
 	} `json:"amount"`
 }
 
-// Sign renders p as a TRANSACTION.SUCCESS notification (trade_state SUCCESS, CLOSED or NOTPAY for
-// paid, closed and pending) or a REFUND.SUCCESS one, and signs it at p.Time.
+// Sign renders p as WeChat notifies it, signed at p.Time: paid as TRANSACTION.SUCCESS with
+// trade_state SUCCESS, refund as REFUND.SUCCESS (refund_id = RefundID, amount.refund =
+// RefundFen). WeChat notifies nothing else (no closes, no unpaid trades), so closed and pending
+// are errors rather than notifications WeChat never sends.
 func (s WeChatPaySigner) Sign(p Payment) (Message, error) {
-	p = p.normalized("wechatpay", "4200")
+	p = p.normalized("wechatpay", "4200", "50")
 	cst := time.FixedZone("CST", 8*3600) // WeChat writes its times in UTC+8
 	stamp := p.Time.In(cst).Format(time.RFC3339)
 
 	var plain any
 	var eventType, summary, originalType string
 	switch p.Status {
-	case StatusPaid, StatusClosed, StatusPending:
+	case StatusPaid:
 		t := wechatTransaction{
 			AppID: s.AppID, MchID: s.MchID, OutTradeNo: p.TradeNo, TransactionID: p.TxnID,
-			TradeType: "NATIVE", Attach: "",
+			TradeType: "NATIVE", TradeState: "SUCCESS", TradeStateDesc: "支付成功", BankType: "OTHERS", SuccessTime: stamp,
 		}
 		t.Payer.OpenID = "oUpF8uMuAJO_M2pxb1Q9zNjWeS6o"
-		t.Amount.Total, t.Amount.Currency, t.Amount.PayerCurrency = p.AmountFen, p.Currency, p.Currency
-		switch p.Status {
-		case StatusPaid:
-			t.TradeState, t.TradeStateDesc, t.BankType, t.SuccessTime = "SUCCESS", "支付成功", "OTHERS", stamp
-			t.Amount.PayerTotal = p.AmountFen
-		case StatusClosed:
-			t.TradeState, t.TradeStateDesc = "CLOSED", "订单已关闭"
-		default:
-			t.TradeState, t.TradeStateDesc = "NOTPAY", "订单未支付"
-		}
+		t.Amount.Total, t.Amount.PayerTotal, t.Amount.Currency, t.Amount.PayerCurrency = p.AmountFen, p.AmountFen, p.Currency, p.Currency
 		plain, eventType, summary, originalType = t, "TRANSACTION.SUCCESS", "支付成功", "transaction"
 	case StatusRefund:
 		r := wechatRefund{
 			MchID: s.MchID, OutTradeNo: p.TradeNo, TransactionID: p.TxnID,
-			OutRefundNo: p.TradeNo + "-R1", RefundID: "50" + p.TxnID,
+			OutRefundNo: "R" + digest("wechatpay", "out_refund_no", p.RefundID)[:30], RefundID: p.RefundID,
 			RefundStatus: "SUCCESS", SuccessTime: stamp, UserReceivedAccount: "支付用户零钱",
 		}
 		r.Amount.Total, r.Amount.Refund = p.AmountFen, p.RefundFen
 		r.Amount.PayerTotal, r.Amount.PayerRefund = p.AmountFen, p.RefundFen
 		plain, eventType, summary, originalType = r, "REFUND.SUCCESS", "退款成功", "refund"
+	case StatusClosed, StatusPending:
+		return Message{}, fmt.Errorf("wechatpay: WeChat sends no notification for a %s trade", p.Status)
 	default:
 		return Message{}, fmt.Errorf("wechatpay: unknown status %q", p.Status)
 	}

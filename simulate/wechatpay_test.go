@@ -70,10 +70,8 @@ func TestWeChatPaySignerAgainstSDK(t *testing.T) {
 		wantEvent, wantAD     string
 		wantState, wantRefund string
 	}{
-		"paid":    {Payment{TradeNo: "T1", AmountFen: 8888}, "TRANSACTION.SUCCESS", "transaction", "SUCCESS", ""},
-		"closed":  {Payment{TradeNo: "T1", AmountFen: 8888, Status: StatusClosed}, "TRANSACTION.SUCCESS", "transaction", "CLOSED", ""},
-		"pending": {Payment{TradeNo: "T1", AmountFen: 8888, Status: StatusPending}, "TRANSACTION.SUCCESS", "transaction", "NOTPAY", ""},
-		"refund":  {Payment{TradeNo: "T1", AmountFen: 8888, RefundFen: 100, Status: StatusRefund}, "REFUND.SUCCESS", "refund", "", "SUCCESS"},
+		"paid":   {Payment{TradeNo: "T1", AmountFen: 8888}, "TRANSACTION.SUCCESS", "transaction", "SUCCESS", ""},
+		"refund": {Payment{TradeNo: "T1", AmountFen: 8888, RefundFen: 100, Status: StatusRefund, RefundID: "50300000012025010100000001"}, "REFUND.SUCCESS", "refund", "", "SUCCESS"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -96,8 +94,12 @@ func TestWeChatPaySignerAgainstSDK(t *testing.T) {
 			if tt.wantState != "" && (content["trade_state"] != tt.wantState || content["appid"] != wxAppID) {
 				t.Errorf("trade_state/appid in %v, want %s", content, tt.wantState)
 			}
-			if tt.wantRefund != "" && content["refund_status"] != tt.wantRefund {
-				t.Errorf("refund_status in %v, want %s", content, tt.wantRefund)
+			if tt.wantRefund != "" {
+				amount, _ := content["amount"].(map[string]any)
+				if content["refund_status"] != tt.wantRefund || content["refund_id"] != tt.p.RefundID || content["out_refund_no"] == "" ||
+					amount["refund"] != float64(tt.p.RefundFen) || amount["total"] != float64(tt.p.AmountFen) {
+					t.Errorf("refund resource %v, want %s, refund_id %s, amount.refund %d of %d", content, tt.wantRefund, tt.p.RefundID, tt.p.RefundFen, tt.p.AmountFen)
+				}
 			}
 			if !regexp.MustCompile(`^[A-Za-z0-9]{12}$`).MatchString(n.Resource.Nonce) {
 				t.Errorf("resource nonce %q", n.Resource.Nonce)
@@ -197,6 +199,9 @@ func TestWeChatPaySignerErrors(t *testing.T) {
 		p Payment
 	}{
 		"unknown status": {s, Payment{TradeNo: "T1", Status: "lost"}},
+		// WeChat notifies only successful payments and refunds: the simulator sends nothing else.
+		"closed":         {s, Payment{TradeNo: "T1", AmountFen: 1, Status: StatusClosed}},
+		"pending":        {s, Payment{TradeNo: "T1", AmountFen: 1, Status: StatusPending}},
 		"short key":      {WeChatPaySigner{APIv3Key: "short", Key: s.Key}, Payment{TradeNo: "T1"}},
 		"no private key": {WeChatPaySigner{APIv3Key: wxAPIv3Key}, Payment{TradeNo: "T1"}},
 	}

@@ -3,7 +3,7 @@
 #
 # The signed strings are built here with sort/grep/paste and signed with openssl, independently of
 # the Go code under test, so a shared misreading of the protocol cannot make both sides agree.
-# Rule (docs/PROTOCOLS.md): every parameter except sign and sign_type, empty values left out,
+# Rule (Alipay's notification documentation): every parameter except sign and sign_type, empty values left out,
 # sorted by key in byte order, joined as k=v&k=v, values as decoded (not URL-encoded).
 #
 # Output: one vector a line, three tab-separated fields: name, signed string, form body.
@@ -32,12 +32,19 @@ urlencode() {
 	printf '%s' "$out"
 }
 
-# vector NAME SIGN_TYPE DIGEST < key=value lines (any order; a line "k=" is an empty value)
+# vector NAME SIGN_TYPE DIGEST [CHARSET] < key=value lines (any order; a line "k=" is an empty value)
+# With CHARSET (e.g. GBK) the values are converted to it with iconv, then signed and sent as those
+# bytes, as Alipay does; the signed string in the file stays UTF-8 for reading.
 vector() {
-	local name=$1 sign_type=$2 digest=$3 params signed sign body='' line k v
+	local name=$1 sign_type=$2 digest=$3 charset=${4:-} params signed sign body='' line k v
 	params=$(cat)
 	signed=$(printf '%s\n' "$params" | grep -v '^[^=]*=$' | sort -t= -k1,1 | paste -sd'&' -)
-	sign=$(printf '%s' "$signed" | openssl dgst "-$digest" -sign alipay_key.pem | base64 -w0)
+	if [ -n "$charset" ]; then
+		sign=$(printf '%s' "$signed" | iconv -f UTF-8 -t "$charset" | openssl dgst "-$digest" -sign alipay_key.pem | base64 -w0)
+		params=$(printf '%s\n' "$params" | iconv -f UTF-8 -t "$charset")
+	else
+		sign=$(printf '%s' "$signed" | openssl dgst "-$digest" -sign alipay_key.pem | base64 -w0)
+	fi
 	while IFS= read -r line; do
 		k=${line%%=*} v=${line#*=}
 		body+="$(urlencode "$k")=$(urlencode "$v")&"
@@ -119,6 +126,42 @@ out_trade_no=T20240501-0003
 seller_id=2088000000000002
 trade_status=TRADE_CLOSED
 total_amount=0.5
+P
+
+	# A full refund: the trade closes, refund_fee = total_amount, no out_biz_no.
+	vector rsa2_closed_full_refund RSA2 sha256 <<'P'
+notify_time=2024-05-03 09:00:01
+notify_type=trade_status_sync
+notify_id=2024050300222090000066666666666666
+app_id=2021000000000001
+charset=utf-8
+version=1.0
+trade_no=2024050122001400000000000005
+out_trade_no=T20240501-0005
+seller_id=2088000000000002
+trade_status=TRADE_CLOSED
+total_amount=20.00
+refund_fee=20.00
+gmt_payment=2024-05-01 12:00:05
+gmt_refund=2024-05-03 09:00:00.456
+gmt_close=2024-05-03 09:00:00
+P
+
+	vector rsa2_gbk_paid RSA2 sha256 GBK <<'P'
+notify_time=2024-05-01 12:10:06
+notify_type=trade_status_sync
+notify_id=2024050100222121000077777777777777
+app_id=2021000000000001
+charset=GBK
+version=1.0
+trade_no=2024050122001400000000000006
+out_trade_no=T20240501-0006
+seller_id=2088000000000002
+trade_status=TRADE_SUCCESS
+total_amount=66.60
+gmt_payment=2024-05-01 12:10:05
+subject=测试商品：龙井茶叶 250克
+body=
 P
 
 	vector rsa2_wait_buyer_pay RSA2 sha256 <<'P'

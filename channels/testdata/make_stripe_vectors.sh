@@ -3,7 +3,7 @@
 #
 # The signatures are computed here with openssl, independently of the Go code under test and of
 # stripe-go: hex(HMAC-SHA256(secret, t + "." + raw body)), the whole secret (whsec_ included) as
-# the key, sent as `Stripe-Signature: t=<unix>,v1=<hex>` (docs/PROTOCOLS.md).
+# the key, sent as `Stripe-Signature: t=<unix>,v1=<hex>` (Stripe's webhook documentation).
 #
 # Output: one vector a line, three tab-separated fields: body file, secret, Stripe-Signature value.
 # Usage: ./make_stripe_vectors.sh   (from anywhere; writes next to itself)
@@ -16,7 +16,8 @@ secret=whsec_paygwTestSecret0000000000000001
 
 {
 	echo "# made by make_stripe_vectors.sh; signed with openssl, t = the event's created + 2 s"
-	for f in stripe_payment_intent_succeeded.json stripe_checkout_session_completed.json stripe_charge_refunded.json; do
+	for f in stripe_payment_intent_succeeded.json stripe_checkout_session_completed.json stripe_charge_refunded.json \
+		stripe_charge_refunded_list.json; do
 		# The event's own "created" (the first one in the file, at two spaces of indent).
 		created=$(sed -n 's/^  "created": \([0-9]*\),$/\1/p' "$f")
 		t=$((created + 2))

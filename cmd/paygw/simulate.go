@@ -18,6 +18,7 @@ Usage:
   paygw simulate keys   --out DIR
   paygw simulate notify --channel alipay|wechatpay|stripe|unionpay --trade-no T --amount-fen N
                         [--status paid|closed|refund|pending] [--repeat N] [--concurrency N]
+                        [--refund-fen N] [--refund-total-fen N] [--refund-id ID] [--charset CS]
                         [--schedule [--speedup F]] [--target URL] [--keys DIR]
 
 keys writes sandbox key material for every channel into DIR, plus DIR/channels.yaml: the
@@ -25,6 +26,9 @@ channels: block that makes a gateway trust it. notify signs real-format notifica
 keys and sends them, printing each reply and a summary. --repeat sends the same bytes N times
 (--concurrency at once); --schedule instead redelivers on the channel's real retry schedule
 (divided by --speedup) until the gateway answers success, the way the channel would.
+A refund is of --refund-fen (default the whole amount); Alipay and Stripe state the payment's
+refunded total instead, --refund-total-fen (default --refund-fen). WeChat notifies only paid
+trades and refunds. --charset gbk|gb2312 signs an Alipay notification in that charset.
 `
 
 func simulateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -69,6 +73,10 @@ func simulateNotify(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs.StringVar(&p.Status, "status", simulate.StatusPaid, "paid, closed, refund or pending")
 	fs.StringVar(&p.Currency, "currency", "CNY", "ISO 4217 currency")
 	fs.StringVar(&p.TxnID, "txn-id", "", "the channel's transaction id (default: derived from the trade_no)")
+	fs.Int64Var(&p.RefundFen, "refund-fen", 0, "for --status refund: this refund's amount (default: the whole amount)")
+	fs.Int64Var(&p.RefundTotalFen, "refund-total-fen", 0, "for --status refund: the refunded total after it, as Alipay and Stripe state it (default: --refund-fen)")
+	fs.StringVar(&p.RefundID, "refund-id", "", "for --status refund: the channel's refund id (default: derived)")
+	charset := fs.String("charset", "", "alipay only: utf-8 (default), gbk or gb2312")
 	repeat := fs.Int("repeat", 1, "send the same notification N times")
 	concurrency := fs.Int("concurrency", 1, "how many of the repeats are in flight at once")
 	schedule := fs.Bool("schedule", false, "redeliver on the channel's retry schedule until success")
@@ -88,6 +96,10 @@ func simulateNotify(ctx context.Context, args []string, stdout, stderr io.Writer
 		return errors.New("simulate notify: --repeat and --concurrency must be at least 1")
 	case *speedup <= 0:
 		return errors.New("simulate notify: --speedup must be positive")
+	case p.RefundFen < 0 || p.RefundTotalFen < 0:
+		return errors.New("simulate notify: --refund-fen and --refund-total-fen must not be negative")
+	case *charset != "" && *channel != "alipay":
+		return errors.New("simulate notify: --charset is for --channel alipay")
 	}
 	signers, err := simulate.LoadSigners(*keys)
 	if err != nil {
@@ -96,6 +108,10 @@ func simulateNotify(ctx context.Context, args []string, stdout, stderr io.Writer
 	signer, ok := signers[*channel]
 	if !ok {
 		return fmt.Errorf("simulate notify: --channel must be one of alipay, wechatpay, stripe, unionpay (got %q)", *channel)
+	}
+	if a, ok := signer.(simulate.AlipaySigner); ok && *charset != "" {
+		a.Charset = *charset
+		signer = a
 	}
 	client := &http.Client{Timeout: *timeout}
 	url := simulate.NotifyURL(*target, *channel)

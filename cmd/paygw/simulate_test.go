@@ -41,6 +41,7 @@ func TestSimulateAgainstServe(t *testing.T) {
 		t.Fatalf("stock: %d %s", r.code, r.body)
 	}
 
+	paid := map[string]string{} // channel -> trade_no
 	for i, ch := range []string{"alipay", "wechatpay", "stripe", "unionpay"} {
 		r := srv.do("POST", "/v1/orders", token, map[string]string{"Idempotency-Key": "sim-" + ch}, `{"user_id":1,"sku":"A-100","num":1}`)
 		var o struct {
@@ -57,9 +58,32 @@ func TestSimulateAgainstServe(t *testing.T) {
 		if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM orders WHERE trade_no = ? AND status = 'PAID' AND channel = ?`, o.TradeNo, ch); n != 1 {
 			t.Fatalf("%s: order not PAID by the channel", ch)
 		}
+		paid[ch] = o.TradeNo
 	}
 	if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM idempotent_record WHERE biz_type = 'pay_notify'`); n != 4 {
 		t.Fatalf("payment records = %d, want 4", n)
+	}
+
+	// Two refunds of each payment, the first sent twice; Alipay's signed in GBK.
+	for ch, tradeNo := range paid {
+		refund := []string{"simulate", "notify", "--channel", ch, "--trade-no", tradeNo, "--amount-fen", "1999", "--status", "refund",
+			"--target", srv.url, "--keys", keys}
+		if ch == "alipay" {
+			refund = append(refund, "--charset", "gbk")
+		}
+		for _, args := range [][]string{{"--refund-fen", "500", "--repeat", "2"}, {"--refund-fen", "300", "--refund-total-fen", "800"}} {
+			res := runPaygw(t, nil, append(refund, args...)...)
+			if res.code != 0 || !strings.Contains(res.stdout, "0 refusal, 0 retry, 0 error") {
+				t.Fatalf("simulate notify %s refund %v: exit %d\n%s\n%s", ch, args, res.code, res.stdout, res.stderr)
+			}
+		}
+		if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM orders WHERE trade_no = ? AND status = 'PAID' AND refunded_fen = 800`, tradeNo); n != 1 {
+			t.Fatalf("%s: order not PAID with 800 refunded after two refunds", ch)
+		}
+	}
+	if res := runPaygw(t, nil, "simulate", "notify", "--channel", "wechatpay", "--trade-no", "T1", "--amount-fen", "1", "--status", "closed",
+		"--target", srv.url, "--keys", keys); res.code == 0 || !strings.Contains(res.stderr, "WeChat sends no notification") {
+		t.Fatalf("a WeChat close was simulated: exit %d\n%s", res.code, res.stderr)
 	}
 
 	// --schedule: the order appears only after the first delivery, as when a notification
