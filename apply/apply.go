@@ -44,12 +44,11 @@ type Applier struct {
 // doneCacheSize bounds the in-process copy of done markers: about 100 bytes an entry.
 const doneCacheSize = 200_000
 
-// DefaultTwinWait is short next to every channel's reply timeout (UnionPay's 10 s is the least).
+// DefaultTwinWait is short next to every channel's reply timeout (WeChat's 5 s is the least).
 const DefaultTwinWait = time.Second
 
-// ApplyTimeout bounds the work on one notification (and one create): well inside every
-// channel's reply timeout (UnionPay's 10 s is the shortest), so a stuck lock ends in "retry",
-// not in silence.
+// ApplyTimeout is the longest any caller gives Apply (the handlers give each channel its own
+// deadline, WeChat's shorter) and bounds one create: a stuck lock ends in "retry", not silence.
 const ApplyTimeout = 8 * time.Second
 
 // maxGuardTTL caps the trade guard's life. No holder works past ApplyTimeout, so a guard older

@@ -1,0 +1,275 @@
+/*
+ * paygw's apply protocol for one order and one payment (apply.Apply, guard.CheckAndAcquire and
+ * MarkDoneAndRelease, identity.Watcher), checked exhaustively by spin. See README.md here.
+ *
+ * Variants (-D):
+ *   MARK_BEFORE_COMMIT  broken: the done marker is set before COMMIT
+ *   NO_EPOCH            broken: a detected rollback does not move the epoch on
+ *   MARK_NS_AT_WRITE    MarkDoneAndRelease writes the markers under the namespace bound when it
+ *                       runs (what guard.go does today), not the one the request started under
+ *   LIVE                adds the liveness claim p5 (run with pan -a -f)
+ * Properties can be checked one at a time: ONLY_P1 .. ONLY_P4 (default: all four).
+ * Fault budgets: MAXRB rollbacks, MAXCRASH replica crashes, MAXOUT Redis outages, MAXTXF
+ * failed or ambiguous commits. Lock expiry and Redis flushes are unbounded.
+ */
+
+#ifndef MAXRB
+#define MAXRB 1
+#endif
+#ifndef MAXCRASH
+#define MAXCRASH 2
+#endif
+#ifndef MAXOUT
+#define MAXOUT 1
+#endif
+#ifndef MAXTXF
+#define MAXTXF 2
+#endif
+
+#define NEP (MAXRB + 1)   /* epochs 0..MAXRB: the epoch moves on once per detected rollback */
+
+#if defined(ONLY_P1) || defined(ONLY_P2) || defined(ONLY_P3) || defined(ONLY_P4)
+#define SOME 1
+#endif
+#if !defined(SOME) || defined(ONLY_P1)
+#define CHECK_P1 1
+#endif
+#if !defined(SOME) || defined(ONLY_P2)
+#define CHECK_P2 1
+#endif
+#if !defined(SOME) || defined(ONLY_P3)
+#define CHECK_P3 1
+#endif
+#if !defined(SOME) || defined(ONLY_P4)
+#define CHECK_P4 1
+#endif
+
+/* ---- MySQL: the order row and the payment's idempotent_record ---- */
+bit  paid;        /* orders.status = PAID (else WAIT_PAY) */
+bit  rec;         /* the record is committed (uk_idem_key) */
+byte trans;       /* WAIT_PAY -> PAID transitions the database holds */
+byte rowlock;     /* replica+1 whose open transaction holds the order's row lock; 0 none */
+byte dbep;        /* the epoch db_identity states */
+bit  lost;        /* the database went back in time and no watcher has seen it yet */
+byte rbs;         /* rollbacks so far */
+byte txf;         /* failed or ambiguous commits so far */
+
+/* ---- Redis: one done marker and one trade guard per namespace (epoch) ---- */
+bit  up = 1;
+bit  marker[NEP];
+byte lock[NEP];   /* replica+1 holding the guard of that namespace; 0 free */
+byte outages;
+
+/* ---- replicas and the channel ---- */
+byte ns[2];       /* the namespace each replica's guard is bound to */
+byte cache[2];    /* in-process done cache: bit e set = the marker is cached under epoch e */
+bit  req[2];      /* replica is handling a delivery */
+bit  crash[2];
+byte crashes;
+bit  got;         /* the channel has had a success reply */
+
+/* A view of the database is stale when a rollback is not yet seen, or the epoch the view is
+ * read under is older than the database's (the replica has not bound the new one yet). */
+#define STALE(e) (lost || (e) != dbep)
+
+/* Asserted at the moment a success reply is decided, with e the namespace the answer was read
+ * under (the database paths read rec itself, in the same step).
+ * P2: the record is committed, or a rollback not yet seen under e has taken it away.
+ * P4: once the rollback is seen under e, success only for a payment the database holds. */
+inline success(e) {
+#ifdef CHECK_P2
+	assert(rec || (rbs > 0 && STALE(e)));
+#endif
+#ifdef CHECK_P4
+	assert(rbs == 0 || STALE(e) || rec)
+#endif
+}
+
+/* COMMIT: the conditional UPDATE's change (if it matched) and the record become durable. */
+inline commit() {
+	if
+	:: upd -> paid = 1; trans++
+	:: else
+	fi;
+	rec = 1; rowlock = 0; upd = 0;
+#ifdef CHECK_P1
+	assert(trans <= 1)
+#endif
+}
+
+/* the deferred lock.Release: compare-and-delete, skipped while Redis is down (the TTL ends it) */
+inline release() {
+	if
+	:: up && haslock && lock[lep] == me + 1 -> lock[lep] = 0
+	:: else
+	fi;
+	haslock = 0
+}
+
+#ifdef MARK_NS_AT_WRITE
+#define MARKNS ns[me]
+#else
+#define MARKNS start
+#endif
+
+proctype Replica(byte me) {
+	byte start;   /* a.guard.Namespace() when Apply began */
+	byte lep;     /* the namespace the guard was taken under */
+	bit haslock, upd;
+
+	do
+	:: {
+		req[me];
+		start = ns[me];
+		/* in-process cache, under the namespace read at the start */
+		atomic {
+			if
+			:: cache[me] & (1 << start) -> success(start); goto replyok
+			:: else
+			fi
+		}
+fast:		/* checkAndLock: one Lua script */
+		atomic {
+			if
+			:: !up -> goto nofast
+			:: up && marker[ns[me]] -> success(ns[me]); cache[me] = cache[me] | (1 << start); goto replyok
+			:: up && !marker[ns[me]] && lock[ns[me]] == 0 -> lock[ns[me]] = me + 1; lep = ns[me]; haslock = 1; goto tx
+			:: up && !marker[ns[me]] && lock[ns[me]] != 0 -> goto held
+			fi
+		}
+held:		/* a twin holds the guard: poll again within TwinWait, or answer retry */
+		if
+		:: goto fast
+		:: goto replyretry
+		fi;
+nofast:		/* Redis down: one SELECT tells a repeat; else on without a lock */
+		atomic {
+			if
+			:: rec -> success(start); cache[me] = cache[me] | (1 << start); goto replyok
+			:: else -> goto tx
+			fi
+		}
+tx:		/* one transaction: conditional UPDATE (row lock), then the record insert */
+		atomic {
+			rowlock == 0 -> rowlock = me + 1;
+			upd = !paid;  /* no match: LockOrder + classify says REPEAT, the insert decides */
+			if
+			:: rec -> rowlock = 0; upd = 0; goto dup  /* duplicate key: rolled back */
+			:: else
+			fi
+		}
+#ifdef MARK_BEFORE_COMMIT
+		atomic { if :: up -> marker[ns[me]] = 1 :: else fi }
+#endif
+		if
+		:: atomic { commit(); success(start) }; goto post
+		:: atomic { txf < MAXTXF -> txf++; commit() }; goto fail        /* ambiguous COMMIT */
+		:: atomic { txf < MAXTXF -> txf++; rowlock = 0; upd = 0 }; goto fail  /* failed */
+		fi;
+dup:		/* GetRecord afresh: a twin committed first */
+		atomic {
+			if
+			:: rec -> success(start); goto post
+			:: else -> goto fail
+			fi
+		}
+post:		/* MarkDoneAndRelease: markers first, then the lock, one pipeline */
+		atomic {
+			if
+			:: up -> marker[MARKNS] = 1
+			:: else
+			fi;
+			release()
+		}
+		cache[me] = cache[me] | (1 << start);
+replyok:
+		got = 1;
+		goto done;
+fail:
+		atomic { release() }
+replyretry:
+		skip;
+done:
+		atomic { req[me] = 0; start = 0; lep = 0; haslock = 0; upd = 0 }
+	} unless {
+		crash[me] ->
+		atomic {  /* the process dies: its transaction is rolled back, its guard stays */
+			crash[me] = 0;
+			if
+			:: rowlock == me + 1 -> rowlock = 0
+			:: else
+			fi;
+			cache[me] = 0; ns[me] = dbep;  /* a new process reads the identity at start */
+			req[me] = 0; start = 0; lep = 0; haslock = 0; upd = 0
+		}
+	}
+	od
+}
+
+/* The channel delivers until it has a success, to either replica, concurrently or one after the
+ * other; it may send duplicates after a success too. */
+active proctype Channel() {
+	do
+	:: !req[0] && !got -> req[0] = 1
+	:: !req[1] && !got -> req[1] = 1
+	:: atomic { !req[0] && got -> req[0] = 1 }
+	:: atomic { !req[1] && got -> req[1] = 1 }
+	od
+}
+
+/* The database goes back in time: the last committed payment is lost. Replicas crash. */
+active proctype Faults() {
+	do
+	:: atomic { rec && rbs < MAXRB && rowlock == 0 -> rec = 0; paid = 0; trans--; lost = 1; rbs++ }
+	:: atomic { crashes < MAXCRASH && req[0] -> crash[0] = 1; crashes++ }
+	:: atomic { crashes < MAXCRASH && req[1] -> crash[1] = 1; crashes++ }
+	od
+}
+
+/* Redis: outages (a restart may come back empty) and guard expiry (its holder slow or dead). */
+active proctype Redis() {
+	byte e;
+	do
+	:: atomic { up && outages < MAXOUT -> up = 0; outages++ }
+	:: atomic { !up -> up = 1 }
+	:: atomic { !up -> up = 1; for (e : 0 .. MAXRB) { marker[e] = 0; lock[e] = 0 }; e = 0 }
+	:: atomic { lock[0] != 0 -> lock[0] = 0 }
+#if MAXRB >= 1
+	:: atomic { lock[1] != 0 -> lock[1] = 0 }
+#endif
+#if MAXRB >= 2
+	:: atomic { lock[2] != 0 -> lock[2] = 0 }
+#endif
+	od
+}
+
+/* identity.Watcher: sees the rollback and starts a new epoch in the database; each replica
+ * binds it and drops its cache (ForgetMarkers). */
+active proctype Watcher() {
+	do
+	:: atomic { lost ->
+#ifndef NO_EPOCH
+		dbep++;
+#endif
+		lost = 0 }
+	:: atomic { ns[0] != dbep -> ns[0] = dbep; cache[0] = 0 }
+	:: atomic { ns[1] != dbep -> ns[1] = dbep; cache[1] = 0 }
+	od
+}
+
+#ifdef CHECK_P3
+/* P3: once the rollback is seen, a marker of the database's epoch stands for a committed record. */
+active proctype P3() {
+	atomic { !(lost || !marker[dbep] || rec) -> assert(lost || !marker[dbep] || rec) }
+}
+#endif
+
+init {
+	atomic { run Replica(0); run Replica(1) }
+}
+
+#ifdef LIVE
+/* P5: with faults bounded (the database and Redis come back) and the channel redelivering, a
+ * success reply comes (weak fairness: pan -a -f). */
+ltl p5 { <> got }
+#endif

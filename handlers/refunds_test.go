@@ -1,0 +1,98 @@
+package handlers
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"github.com/paygw/paygw/payment"
+	"github.com/paygw/paygw/simulate"
+)
+
+// refundsOf reads GET /v1/payments/{trade_no}: the order's refunded_fen and its refunds.
+func (h *harness) refundsOf(tradeNo string) (refundedFen int64, refunds []refundView) {
+	h.t.Helper()
+	r := h.do("GET", "/v1/payments/"+tradeNo, testToken, nil, "")
+	if r.code != http.StatusOK {
+		h.t.Fatalf("GET /v1/payments/%s: %d %s", tradeNo, r.code, r.body)
+	}
+	var v struct {
+		Order struct {
+			RefundedFen *int64 `json:"refunded_fen"`
+		} `json:"order"`
+		Refunds []refundView `json:"refunds"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &v); err != nil || v.Order.RefundedFen == nil || v.Refunds == nil {
+		h.t.Fatalf("payment view without refunded_fen or refunds (%v): %s", err, r.body)
+	}
+	return *v.Order.RefundedFen, v.Refunds
+}
+
+// A refund of a payment paygw recorded but did not apply (a second payment of a paid order) is
+// found through that payment's anomaly: answered success, journalled against its order, the
+// anomaly marked refunded; the order's own payment is not touched. On every channel.
+func TestRefundOfADuplicatePaymentEveryChannel(t *testing.T) {
+	h := newHarness(t, options{})
+	for _, ch := range channelNames {
+		t.Run(ch, func(t *testing.T) {
+			tn := h.seedOrder(1999)
+			wantChannelReply(t, ch, h.send(ch, simulate.Payment{TradeNo: tn, AmountFen: 1999}), payment.ReplySuccess)
+			dup := otherTxn(ch, tn)
+			wantChannelReply(t, ch, h.send(ch, simulate.Payment{TradeNo: tn, AmountFen: 1999, TxnID: dup}), payment.ReplySuccess)
+			refund := simulate.Payment{TradeNo: tn, AmountFen: 1999, TxnID: dup, Status: simulate.StatusRefund, RefundFen: 1999}
+			for range 2 { // and its redelivery
+				wantChannelReply(t, ch, h.send(ch, refund), payment.ReplySuccess)
+			}
+			if n := h.count(`SELECT COUNT(*) FROM anomaly WHERE trade_no = ? AND kind = 'DUPLICATE_PAYMENT' AND status = 'refunded'`, tn); n != 1 {
+				t.Fatalf("DUPLICATE_PAYMENT anomalies marked refunded = %d, want 1", n)
+			}
+			if n := h.count(`SELECT COUNT(*) FROM notify_journal WHERE trade_no = ? AND outcome = 'ANOMALY_REFUNDED'`, tn); n != 1 {
+				t.Fatalf("refund journalled against its order %d times, want 1", n)
+			}
+			refunded, refunds := h.refundsOf(tn)
+			if refunded != 0 || len(refunds) != 1 || refunds[0].Status != payment.RefundAnomaly || refunds[0].ChannelTxnID != dup {
+				t.Fatalf("refunded_fen %d, refunds %+v; want 0 and one ANOMALY refund of %s", refunded, refunds, dup)
+			}
+			if o := h.order(tn); o.Status != payment.OrderPaid || o.ChannelTxnID == dup {
+				t.Fatalf("order = %+v", o)
+			}
+		})
+	}
+}
+
+// Alipay's TRADE_CLOSED carrying refund_fee is a full refund of a paid trade. Arriving before
+// the trade's TRADE_SUCCESS it never closes the order: the payment still applies, and the refund
+// counts once the order is PAID. Arriving after, it refunds at once. Either way: PAID, refunded
+// in full, no PAID_AFTER_CLOSE telling an operator to refund money already refunded.
+func TestAlipayRefundingCloseInEitherOrder(t *testing.T) {
+	h := newHarness(t, options{})
+	for name, closeFirst := range map[string]bool{"close before payment": true, "close after payment": false} {
+		t.Run(name, func(t *testing.T) {
+			tn := h.seedOrder(2000)
+			paid := simulate.Payment{TradeNo: tn, AmountFen: 2000}
+			closed := simulate.Payment{TradeNo: tn, AmountFen: 2000, Status: simulate.StatusRefund, RefundFen: 2000}
+			if m, err := sandbox.signers["alipay"].Sign(closed); err != nil || !bytes.Contains(m.Body, []byte("TRADE_CLOSED")) {
+				t.Fatalf("the simulator's full Alipay refund is not a TRADE_CLOSED (%v)", err)
+			}
+			order := []simulate.Payment{paid, closed}
+			if closeFirst {
+				order = []simulate.Payment{closed, paid}
+			}
+			for _, p := range append(order, order...) { // each delivered twice
+				wantChannelReply(t, "alipay", h.send("alipay", p), payment.ReplySuccess)
+			}
+			o := h.order(tn)
+			if o.Status != payment.OrderPaid || o.RefundedFen != 2000 || o.RefundsPending != 0 {
+				t.Fatalf("order %s, refunded %d, %d pending; want PAID, 2000, 0", o.Status, o.RefundedFen, o.RefundsPending)
+			}
+			if n := h.count(`SELECT COUNT(*) FROM anomaly WHERE trade_no = ?`, tn); n != 0 {
+				t.Fatalf("anomalies = %d, want 0", n)
+			}
+			refunded, refunds := h.refundsOf(tn)
+			if refunded != 2000 || len(refunds) != 1 || refunds[0].Status != payment.RefundApplied || refunds[0].AmountFen != 2000 {
+				t.Fatalf("refunded_fen %d, refunds %+v; want 2000 and one APPLIED refund of 2000", refunded, refunds)
+			}
+		})
+	}
+}
