@@ -69,6 +69,7 @@ type settings struct {
 	redisAddr     string
 	redisPassword string
 	token         string
+	extra         string // more YAML, appended as is
 }
 
 // writeConfig writes s as a YAML config file in a temporary directory and returns its path.
@@ -91,6 +92,7 @@ func writeConfig(t *testing.T, s settings) string {
 	if s.token != "" {
 		fmt.Fprintf(&b, "auth:\n  api_tokens:\n    - name: order-service\n      token: %q\n", s.token)
 	}
+	b.WriteString(s.extra)
 	path := filepath.Join(t.TempDir(), "paygw.yaml")
 	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
@@ -627,5 +629,35 @@ func TestMarkersFlush(t *testing.T) {
 	}
 	if n := testenv.Count(t, other, `SELECT COUNT(*) FROM db_identity WHERE instance_id = ?`, id); n != 0 {
 		t.Fatal("two databases migrated with the same instance id")
+	}
+}
+
+// A configuration with UnionPay's real test certificates (SHA-1 signed, as UnionPay's whole PKI
+// is) starts, and serve says at start which chain it trusts.
+func TestServeStartsWithUnionPayTestCertificates(t *testing.T) {
+	dsn := emptyDatabase(t)
+	addr := freeAddr(t)
+	certs, err := filepath.Abs("../../channels/testdata/vectors/unionpay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := writeConfig(t, settings{addr: addr, dsn: dsn, extra: fmt.Sprintf(`channels:
+  unionpay:
+    enabled: true
+    mer_id: "777290058110048"
+    root_cert_file: %q
+    intermediate_cert_file: %q
+    signer_name: "00040000:SIGN"
+`, filepath.Join(certs, "acp_test_root.cer.pem"), filepath.Join(certs, "acp_test_middle.cer.pem"))})
+	if r := runPaygw(t, nil, "migrate", "--config", path); r.code != 0 {
+		t.Fatalf("migrate: exit %d\n%s", r.code, r.stderr)
+	}
+	s := startServer(t, path, addr)
+	s.stop()
+	out := s.out.String()
+	for _, want := range []string{`"cn":"CFCA TEST CS CA"`, `"cn":"CFCA TEST OCA1"`, `"signature_algorithm":"SHA1-RSA"`, `"not_after":`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("serve's start-up log has no %s:\n%s", want, out)
+		}
 	}
 }
