@@ -131,29 +131,13 @@ func (tx *Tx) MarkAnomalyRefunded(ctx context.Context, kind payment.Outcome, cha
 func (db *DB) Notifications(ctx context.Context, tradeNo string) ([]payment.Notification, error) {
 	const q = `SELECT channel, notify_id, trade_no, channel_txn_id, event, channel_status, amount_fen,
 		currency, subject, outcome, received_time FROM notify_journal WHERE trade_no = ? ORDER BY id`
-	var rows []notificationRow
-	if err := db.x.SelectContext(ctx, &rows, q, tradeNo); err != nil {
-		return nil, err
-	}
-	out := make([]payment.Notification, len(rows))
-	for i, r := range rows {
-		out[i] = r.notification()
-	}
-	return out, nil
+	return selectAll(ctx, db, notificationRow.notification, q, tradeNo)
 }
 
 // Anomalies lists the anomalies of one trade_no, oldest first.
 func (db *DB) Anomalies(ctx context.Context, tradeNo string) ([]payment.Anomaly, error) {
 	const q = `SELECT ` + anomalyColumns + ` FROM anomaly WHERE trade_no = ? ORDER BY id`
-	var rows []anomalyRow
-	if err := db.x.SelectContext(ctx, &rows, q, tradeNo); err != nil {
-		return nil, err
-	}
-	out := make([]payment.Anomaly, len(rows))
-	for i, r := range rows {
-		out[i] = r.anomaly()
-	}
-	return out, nil
+	return selectAll(ctx, db, anomalyRow.anomaly, q, tradeNo)
 }
 
 // clip cuts an informational field to its column's width (channel_status is VARCHAR(64)): a long

@@ -92,13 +92,5 @@ func (tx *Tx) SettleRefund(ctx context.Context, channel, refundID, status string
 // Refunds lists the refunds of one trade_no, oldest first.
 func (db *DB) Refunds(ctx context.Context, tradeNo string) ([]payment.Refund, error) {
 	const q = `SELECT ` + refundColumns + ` FROM refund WHERE trade_no = ? ORDER BY id`
-	var rows []refundRow
-	if err := db.x.SelectContext(ctx, &rows, q, tradeNo); err != nil {
-		return nil, err
-	}
-	out := make([]payment.Refund, len(rows))
-	for i, r := range rows {
-		out[i] = r.refund()
-	}
-	return out, nil
+	return selectAll(ctx, db, refundRow.refund, q, tradeNo)
 }

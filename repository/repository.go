@@ -170,3 +170,16 @@ func notFound(err error) error {
 	}
 	return err
 }
+
+// selectAll runs a query and turns each row into its domain type with conv.
+func selectAll[R, T any](ctx context.Context, db *DB, conv func(R) T, q string, args ...any) ([]T, error) {
+	var rows []R
+	if err := db.x.SelectContext(ctx, &rows, q, args...); err != nil {
+		return nil, err
+	}
+	out := make([]T, len(rows))
+	for i, r := range rows {
+		out[i] = conv(r)
+	}
+	return out, nil
+}
