@@ -353,6 +353,17 @@ func TestHostileInput(t *testing.T) {
 		}}
 	}
 
+	// Identifiers wider than the columns they go into, signed validly: refused at parse time,
+	// never an insert that fails on every redelivery.
+	for field, n := range map[string]int{"notify_id": 129, "trade_no": 129, "out_trade_no": 33} {
+		channelCase(field+" too wide", "alipay", func() hostileRequest {
+			return formRequest("alipay", sig.form("alipay", func(v url.Values) { v.Set(field, strings.Repeat("7", n)) }))
+		})
+	}
+	channelCase("orderId too wide", "unionpay", func() hostileRequest {
+		return formRequest("unionpay", sig.form("unionpay", func(v url.Values) { v.Set("orderId", strings.Repeat("7", 33)) }))
+	})
+
 	// Headers missing or doubled.
 	channelCase("Stripe-Signature missing", "stripe", func() hostileRequest {
 		r := notifyRequest("stripe", sig.message("stripe"))

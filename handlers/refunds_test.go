@@ -96,3 +96,47 @@ func TestAlipayRefundingCloseInEitherOrder(t *testing.T) {
 		})
 	}
 }
+
+// A refund larger than what is left of the payment is an anomaly; the order is left untouched,
+// and the channel is told success (it will not refund more by retrying). On every channel.
+func TestRefundExceedingThePaymentEveryChannel(t *testing.T) {
+	h := newHarness(t, options{})
+	for _, ch := range channelNames {
+		t.Run(ch, func(t *testing.T) {
+			tn := h.seedOrder(1999)
+			wantChannelReply(t, ch, h.send(ch, simulate.Payment{TradeNo: tn, AmountFen: 1999}), payment.ReplySuccess)
+			first := simulate.Payment{TradeNo: tn, AmountFen: 1999, Status: simulate.StatusRefund, RefundFen: 1500}
+			wantChannelReply(t, ch, h.send(ch, first), payment.ReplySuccess)
+			// 1000 more would make 2500 of 1999 paid; channels stating totals say 2500.
+			over := simulate.Payment{TradeNo: tn, AmountFen: 1999, Status: simulate.StatusRefund, RefundFen: 1000, RefundTotalFen: 2500}
+			for range 2 {
+				wantChannelReply(t, ch, h.send(ch, over), payment.ReplySuccess)
+			}
+			if o := h.order(tn); o.Status != payment.OrderPaid || o.RefundedFen != 1500 {
+				t.Fatalf("order %s refunded %d, want PAID refunded 1500", o.Status, o.RefundedFen)
+			}
+			if n := h.count(`SELECT COUNT(*) FROM anomaly WHERE trade_no = ? AND kind = 'REFUND_EXCEEDS_PAYMENT'`, tn); n != 1 {
+				t.Fatalf("REFUND_EXCEEDS_PAYMENT anomalies = %d, want 1", n)
+			}
+			if _, refunds := h.refundsOf(tn); len(refunds) != 2 || refunds[1].Status != payment.RefundRefused || refunds[1].AmountFen != 0 {
+				t.Fatalf("refunds %+v, want the second REFUSED with nothing counted", refunds)
+			}
+		})
+	}
+}
+
+// The refund of a payment that did not match its order (AMOUNT_MISMATCH) is found through the
+// anomaly too.
+func TestRefundOfAMismatchedPayment(t *testing.T) {
+	h := newHarness(t, options{})
+	tn := h.seedOrder(1999)
+	wantChannelReply(t, "alipay", h.send("alipay", simulate.Payment{TradeNo: tn, AmountFen: 1}), payment.ReplySuccess)
+	refund := simulate.Payment{TradeNo: tn, AmountFen: 1, Status: simulate.StatusRefund, RefundFen: 1}
+	wantChannelReply(t, "alipay", h.send("alipay", refund), payment.ReplySuccess)
+	if n := h.count(`SELECT COUNT(*) FROM anomaly WHERE trade_no = ? AND kind = 'AMOUNT_MISMATCH' AND status = 'refunded'`, tn); n != 1 {
+		t.Fatalf("AMOUNT_MISMATCH anomalies marked refunded = %d, want 1", n)
+	}
+	if o := h.order(tn); o.Status != payment.OrderWaitPay || o.RefundsPending != 0 {
+		t.Fatalf("order %+v, want WAIT_PAY with nothing pending", o)
+	}
+}
