@@ -17,6 +17,7 @@ require (
 	github.com/stripe/stripe-go/v82 v82.5.1
 	github.com/wechatpay-apiv3/wechatpay-go v0.2.21
 	golang.org/x/text v0.44.0
+	software.sslmate.com/src/go-pkcs12 v0.6.0
 )
 
 require (

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"reflect"
 	"regexp"
@@ -31,7 +32,16 @@ type Config struct {
 	Idempotency Idempotency `koanf:"idempotency"`
 	Auth        Auth        `koanf:"auth"`
 	Channels    Channels    `koanf:"channels"`
+	Reconcile   Reconcile   `koanf:"reconcile"`
 	Admin       Admin       `koanf:"admin"`
+}
+
+// Reconcile is the job that asks the channels about orders whose notification never came.
+type Reconcile struct {
+	QueryInterval time.Duration `koanf:"query_interval"` // 0 turns the in-serve runner off
+	QueryAfter    time.Duration `koanf:"query_after"`    // first query once an attempt is this old
+	QueryMaxAge   time.Duration `koanf:"query_max_age"`  // stop asking after this
+	QPS           int           `koanf:"qps"`            // per channel, outbound
 }
 
 // Admin is an operators-only listener: /debug/pprof. Off unless addr is set; bind it to
@@ -98,6 +108,10 @@ type Alipay struct {
 	SellerID            string `koanf:"seller_id"`
 	AlipayPublicKeyFile string `koanf:"alipay_public_key_file"`
 	AlipayPublicKey     string `koanf:"alipay_public_key"`
+
+	// Outbound (trade query): the merchant app private key, PKCS#1 or PKCS#8 PEM.
+	AppPrivateKeyFile string `koanf:"app_private_key_file"`
+	GatewayURL        string `koanf:"gateway_url"`
 }
 
 // WeChatPay is API v3: public-key mode (platform_public_key_id + _file), certificate mode
@@ -111,6 +125,12 @@ type WeChatPay struct {
 	PlatformPublicKeyID      string   `koanf:"platform_public_key_id"`
 	PlatformPublicKeyFile    string   `koanf:"platform_public_key_file"`
 	PlatformCertificateFiles []string `koanf:"platform_certificate_files"`
+
+	// Outbound (trade query): the merchant API private key (apiclient_key.pem) and its
+	// certificate's serial.
+	MerchantPrivateKeyFile string `koanf:"merchant_private_key_file"`
+	MerchantSerialNo       string `koanf:"merchant_serial_no"`
+	APIBaseURL             string `koanf:"api_base_url"`
 }
 
 // Stripe webhooks: every secret in webhook_secrets (newest first) is accepted, for rotation.
@@ -118,6 +138,10 @@ type Stripe struct {
 	Enabled        bool          `koanf:"enabled"`
 	WebhookSecrets []string      `koanf:"webhook_secrets"`
 	Tolerance      time.Duration `koanf:"tolerance"`
+
+	// Outbound (trade query): an sk_ or rk_ key with read access to PaymentIntents and balance.
+	APIKey     string `koanf:"api_key"`
+	APIBaseURL string `koanf:"api_base_url"`
 }
 
 // UnionPay ACP 5.1.0: the signing certificate in each message must chain to these, and name
@@ -128,6 +152,11 @@ type UnionPay struct {
 	RootCertFile         string `koanf:"root_cert_file"`
 	IntermediateCertFile string `koanf:"intermediate_cert_file"`
 	SignerName           string `koanf:"signer_name"`
+
+	// Outbound (trade query): the merchant signing certificate, PKCS#12 (.pfx).
+	SignCertFile     string `koanf:"sign_cert_file"`
+	SignCertPassword string `koanf:"sign_cert_password"`
+	QueryURL         string `koanf:"query_url"`
 }
 
 func defaults() map[string]any {
@@ -153,6 +182,14 @@ func defaults() map[string]any {
 		"channels.stripe.tolerance":            "300s",
 		"channels.unionpay.enabled":            false,
 		"channels.unionpay.signer_name":        "中国银联股份有限公司",
+		"channels.alipay.gateway_url":          "https://openapi.alipay.com/gateway.do",
+		"channels.wechatpay.api_base_url":      "https://api.mch.weixin.qq.com",
+		"channels.stripe.api_base_url":         "https://api.stripe.com",
+		"channels.unionpay.query_url":          "https://gateway.95516.com/gateway/api/queryTrans.do",
+		"reconcile.query_interval":             "1m",
+		"reconcile.query_after":                "10m",
+		"reconcile.query_max_age":              "72h",
+		"reconcile.qps":                        10,
 		"admin.addr":                           "",
 	}
 }
@@ -281,6 +318,7 @@ func (c *Config) Validate() error {
 	if c.Idempotency.DBTimeoutCleanSeconds < 1 {
 		bad("idempotency.db_timeout_clean_seconds", "must be at least 1, got %d", c.Idempotency.DBTimeoutCleanSeconds)
 	}
+	c.validateReconcile(bad)
 	names, tokens := map[string]bool{}, map[string]bool{}
 	for i, t := range c.Auth.APITokens {
 		key := fmt.Sprintf("auth.api_tokens[%d]", i)
@@ -435,6 +473,12 @@ func (c *Config) Masked() string {
 	if m.Channels.Alipay.AlipayPublicKey != "" {
 		m.Channels.Alipay.AlipayPublicKey = "(inline PEM)"
 	}
+	if m.Channels.Stripe.APIKey != "" {
+		m.Channels.Stripe.APIKey = "***"
+	}
+	if m.Channels.UnionPay.SignCertPassword != "" {
+		m.Channels.UnionPay.SignCertPassword = "***"
+	}
 	b, _ := json.Marshal(byKey(reflect.ValueOf(m))) // maps of plain values: cannot fail
 	return string(b)
 }
@@ -469,4 +513,33 @@ func maskDSN(s string) string {
 		d.Passwd = "***"
 	}
 	return d.FormatDSN()
+}
+
+func (c *Config) validateReconcile(bad func(key, format string, args ...any)) {
+	r := c.Reconcile
+	if r.QueryInterval < 0 || r.QueryInterval > 0 && r.QueryInterval < time.Second {
+		bad("reconcile.query_interval", "must be 0 (off) or at least 1s, got %s", r.QueryInterval)
+	}
+	if r.QueryAfter < 0 {
+		bad("reconcile.query_after", "must not be negative, got %s", r.QueryAfter)
+	}
+	if r.QueryMaxAge <= r.QueryAfter {
+		bad("reconcile.query_max_age", "must be longer than reconcile.query_after, got %s", r.QueryMaxAge)
+	}
+	if r.QPS < 1 || r.QPS > 1000 {
+		bad("reconcile.qps", "must be between 1 and 1000, got %d", r.QPS)
+	}
+	for key, u := range map[string]string{
+		"channels.alipay.gateway_url":     c.Channels.Alipay.GatewayURL,
+		"channels.wechatpay.api_base_url": c.Channels.WeChatPay.APIBaseURL,
+		"channels.stripe.api_base_url":    c.Channels.Stripe.APIBaseURL,
+		"channels.unionpay.query_url":     c.Channels.UnionPay.QueryURL,
+	} {
+		if p, err := url.Parse(u); err != nil || (p.Scheme != "https" && p.Scheme != "http") || p.Host == "" {
+			bad(key, "must be an http(s) URL")
+		}
+	}
+	if k := c.Channels.Stripe.APIKey; k != "" && !strings.HasPrefix(k, "sk_") && !strings.HasPrefix(k, "rk_") {
+		bad("channels.stripe.api_key", "must start with sk_ or rk_")
+	}
 }

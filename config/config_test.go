@@ -38,9 +38,12 @@ func wantDefaults() Config {
 			ReturnOriginalResult:  true,
 		},
 		Channels: Channels{
-			Stripe:   Stripe{Tolerance: 300 * time.Second},
-			UnionPay: UnionPay{SignerName: "中国银联股份有限公司"},
+			Alipay:    Alipay{GatewayURL: "https://openapi.alipay.com/gateway.do"},
+			WeChatPay: WeChatPay{APIBaseURL: "https://api.mch.weixin.qq.com"},
+			Stripe:    Stripe{Tolerance: 300 * time.Second, APIBaseURL: "https://api.stripe.com"},
+			UnionPay:  UnionPay{SignerName: "中国银联股份有限公司", QueryURL: "https://gateway.95516.com/gateway/api/queryTrans.do"},
 		},
+		Reconcile: Reconcile{QueryInterval: time.Minute, QueryAfter: 10 * time.Minute, QueryMaxAge: 72 * time.Hour, QPS: 10},
 	}
 }
 
@@ -106,7 +109,7 @@ channels:
 					{Name: "shop-a", Token: "0123456789abcdef"},
 					{Name: "shop_b", Token: "fedcba9876543210"},
 				}
-				c.Channels.Alipay = Alipay{Enabled: true, AppID: "2021", AlipayPublicKeyFile: "/keys/alipay.pem"}
+				c.Channels.Alipay = Alipay{GatewayURL: "https://openapi.alipay.com/gateway.do", Enabled: true, AppID: "2021", AlipayPublicKeyFile: "/keys/alipay.pem"}
 			},
 		},
 		"env overrides file": {
@@ -141,7 +144,7 @@ channels:
     platform_public_key_file: /keys/wechat.pem
 `,
 			want: func(c *Config) {
-				c.Channels.WeChatPay = WeChatPay{Enabled: true, MchID: "1900000001", AppID: "wxA", AppIDs: []string{"wxB", "wxA"},
+				c.Channels.WeChatPay = WeChatPay{APIBaseURL: "https://api.mch.weixin.qq.com", Enabled: true, MchID: "1900000001", AppID: "wxA", AppIDs: []string{"wxB", "wxA"},
 					APIv3Key: "0123456789abcdef0123456789abcdef", PlatformPublicKeyID: "PUB_KEY_ID_1", PlatformPublicKeyFile: "/keys/wechat.pem"}
 			},
 		},
@@ -153,14 +156,14 @@ channels:
 				"PAYGW_CHANNELS__WECHATPAY__PLATFORM_PUBLIC_KEY_ID=PUB_KEY_ID_1", "PAYGW_CHANNELS__WECHATPAY__PLATFORM_PUBLIC_KEY_FILE=/k.pem",
 			},
 			want: func(c *Config) {
-				c.Channels.WeChatPay = WeChatPay{Enabled: true, MchID: "1900000001", AppIDs: []string{"wxA", "wxB"},
+				c.Channels.WeChatPay = WeChatPay{APIBaseURL: "https://api.mch.weixin.qq.com", Enabled: true, MchID: "1900000001", AppIDs: []string{"wxA", "wxB"},
 					APIv3Key: "0123456789abcdef0123456789abcdef", PlatformPublicKeyID: "PUB_KEY_ID_1", PlatformPublicKeyFile: "/k.pem"}
 			},
 		},
 		"unionpay test environment signer": {
 			yaml: `channels: {unionpay: {enabled: true, mer_id: "777", root_cert_file: /r.pem, intermediate_cert_file: /i.pem, signer_name: "00040000:SIGN"}}` + "\n",
 			want: func(c *Config) {
-				c.Channels.UnionPay = UnionPay{Enabled: true, MerID: "777", RootCertFile: "/r.pem", IntermediateCertFile: "/i.pem", SignerName: "00040000:SIGN"}
+				c.Channels.UnionPay = UnionPay{QueryURL: "https://gateway.95516.com/gateway/api/queryTrans.do", Enabled: true, MerID: "777", RootCertFile: "/r.pem", IntermediateCertFile: "/i.pem", SignerName: "00040000:SIGN"}
 			},
 		},
 		"env without __ and foreign env are not keys": {

@@ -175,7 +175,7 @@ func (s AlipaySigner) Channel() string { return "alipay" }
 // RefundTotalFen, or TRADE_CLOSED with it when that is the whole amount (a full refund closes
 // the trade), out_biz_no = RefundID.
 func (s AlipaySigner) Sign(p Payment) (Message, error) {
-	p = p.normalized("alipay", "2026", "R")
+	p = p.normalized("alipay")
 	status := map[string]string{
 		StatusPaid: "TRADE_SUCCESS", StatusClosed: "TRADE_CLOSED",
 		StatusRefund: "TRADE_SUCCESS", StatusPending: "WAIT_BUYER_PAY",

@@ -50,9 +50,18 @@ type Signer interface {
 	Sign(p Payment) (Message, error)
 }
 
+// idPrefixes are how each channel's transaction and refund ids begin.
+var idPrefixes = map[string]struct{ txn, refund string }{
+	"alipay":    {"2026", "R"},
+	"wechatpay": {"4200", "50"},
+	"stripe":    {"pi_", "re_"},
+	"unionpay":  {"", ""},
+}
+
 // normalized fills a Payment's defaults for channel; derived ids start with the channel's
 // prefixes for transactions and refunds.
-func (p Payment) normalized(channel, txnPrefix, refundPrefix string) Payment {
+func (p Payment) normalized(channel string) Payment {
+	txnPrefix, refundPrefix := idPrefixes[channel].txn, idPrefixes[channel].refund
 	if p.Currency == "" {
 		p.Currency = "CNY"
 	}

@@ -42,7 +42,7 @@ func (s StripeSigner) Sign(p Payment) (Message, error) {
 		return Message{}, errors.New("stripe: no webhook secret")
 	}
 	defaultNotifyID := p.NotifyID == ""
-	p = p.normalized("stripe", "pi_", "re_")
+	p = p.normalized("stripe")
 	if !strings.HasPrefix(p.TxnID, "pi_") {
 		p.TxnID = "pi_" + p.TxnID
 	}

@@ -41,7 +41,7 @@ func (s UnionPaySigner) Sign(p Payment) (Message, error) {
 	if s.Key == nil || len(s.CertPEM) == 0 {
 		return Message{}, errors.New("unionpay: signer needs Key and CertPEM")
 	}
-	p = p.normalized("unionpay", "", "")
+	p = p.normalized("unionpay")
 	// ACP's queryId is 21 digits; derive one when the caller's id is not in that shape.
 	if !unionPayDigitsOnly(p.TxnID) {
 		p.TxnID = unionPayQueryID(p.TradeNo, p.TxnID)

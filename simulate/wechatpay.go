@@ -94,7 +94,7 @@ type wechatRefund struct {
 // RefundFen). WeChat notifies nothing else (no closes, no unpaid trades), so closed and pending
 // are errors rather than notifications WeChat never sends.
 func (s WeChatPaySigner) Sign(p Payment) (Message, error) {
-	p = p.normalized("wechatpay", "4200", "50")
+	p = p.normalized("wechatpay")
 	cst := time.FixedZone("CST", 8*3600) // WeChat writes its times in UTC+8
 	stamp := p.Time.In(cst).Format(time.RFC3339)
 

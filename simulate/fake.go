@@ -1,0 +1,172 @@
+package simulate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// Fake stands in for the four channels' servers: it answers trade queries about the trades its
+// control API was told of, signed with the sandbox keys exactly as each channel signs, and can
+// send each trade's notification as the channel would. `paygw simulate serve` runs one.
+type Fake struct {
+	dir       string // the sandbox keys (paygw simulate keys)
+	manifest  Manifest
+	signers   map[string]Signer
+	notifyURL string // base URL of the gateway to notify ("" = none)
+	client    *http.Client
+
+	mu     sync.Mutex
+	trades map[string]FakeTrade // by channel + "/" + trade_no
+	asked  map[string]int       // queries answered, by channel + "/" + trade_no
+}
+
+// Fake trade statuses.
+const (
+	FakePaid     = "paid"
+	FakePending  = "pending"  // created, not paid yet
+	FakeClosed   = "closed"   // closed unpaid
+	FakeRefunded = "refunded" // paid, then refunded (RefundFen of it)
+)
+
+// FakeTrade is one trade the fake channel knows: POST /_sim/trades.
+type FakeTrade struct {
+	Channel    string    `json:"channel"`
+	TradeNo    string    `json:"trade_no"`
+	AmountFen  int64     `json:"amount_fen"`
+	Currency   string    `json:"currency"` // "" = CNY
+	Status     string    `json:"status"`   // paid, pending, closed, refunded
+	TxnID      string    `json:"txn_id"`   // "" = derived as the notification signers derive it
+	RefundFen  int64     `json:"refund_fen,omitempty"`
+	PaidAt     time.Time `json:"paid_at"`     // zero = when added
+	DropNotify bool      `json:"drop_notify"` // do not send the notification (a lost one)
+}
+
+// NewFake loads the sandbox keys in dir. notifyURL, when set, is the gateway's base URL that
+// trades added through the control API are notified to.
+func NewFake(dir, notifyURL string) (*Fake, error) {
+	raw, err := os.ReadFile(filepath.Join(dir, manifestName)) // #nosec G304 -- the sandbox directory the operator names
+	if err != nil {
+		return nil, fmt.Errorf("no sandbox keys in %s (run paygw simulate keys --out %s): %w", dir, dir, err)
+	}
+	var m Manifest
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("%s: %w", manifestName, err)
+	}
+	signers, err := LoadSigners(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &Fake{dir: dir, manifest: m, signers: signers, notifyURL: notifyURL,
+		client: &http.Client{Timeout: 15 * time.Second},
+		trades: map[string]FakeTrade{}, asked: map[string]int{}}, nil
+}
+
+// Handler serves the control API and every channel's endpoints.
+func (f *Fake) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /_sim/trades", f.addTrade)
+	mux.HandleFunc("GET /_sim/asked", f.askedCounts)
+	f.channelRoutes(mux)
+	return mux
+}
+
+// Add records (or replaces) a trade, and notifies the gateway of it unless DropNotify.
+func (f *Fake) Add(ctx context.Context, t FakeTrade) (FakeTrade, error) {
+	if _, ok := f.signers[t.Channel]; !ok {
+		return t, fmt.Errorf("channel %q: want alipay, wechatpay, stripe or unionpay", t.Channel)
+	}
+	switch t.Status {
+	case FakePaid, FakePending, FakeClosed, FakeRefunded:
+	default:
+		return t, fmt.Errorf("status %q: want paid, pending, closed or refunded", t.Status)
+	}
+	if t.TradeNo == "" || t.AmountFen <= 0 {
+		return t, errors.New("trade_no and a positive amount_fen are required")
+	}
+	if t.Currency == "" {
+		t.Currency = "CNY"
+	}
+	if t.PaidAt.IsZero() {
+		t.PaidAt = time.Now().UTC().Truncate(time.Second)
+	}
+	if t.TxnID == "" {
+		t.TxnID = Payment{TradeNo: t.TradeNo}.normalized(t.Channel).TxnID
+	}
+	f.mu.Lock()
+	f.trades[t.Channel+"/"+t.TradeNo] = t
+	f.mu.Unlock()
+	if f.notifyURL == "" || t.DropNotify || t.Status == FakePending {
+		return t, nil
+	}
+	p := Payment{TradeNo: t.TradeNo, AmountFen: t.AmountFen, Currency: t.Currency, TxnID: t.TxnID, Time: t.PaidAt}
+	switch t.Status {
+	case FakeClosed:
+		p.Status = StatusClosed
+	case FakeRefunded:
+		p.Status, p.RefundFen = StatusRefund, t.RefundFen
+	}
+	m, err := f.signers[t.Channel].Sign(p)
+	if err != nil {
+		return t, err
+	}
+	if r := Send(ctx, f.client, NotifyURL(f.notifyURL, t.Channel), m); r.Err != nil {
+		return t, fmt.Errorf("notify: %w", r.Err)
+	}
+	return t, nil
+}
+
+// Trade returns what the fake knows of a trade, and counts the question.
+func (f *Fake) Trade(channel, tradeNo string) (FakeTrade, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.asked[channel+"/"+tradeNo]++
+	t, ok := f.trades[channel+"/"+tradeNo]
+	return t, ok
+}
+
+// Asked is how many queries the fake answered about a trade.
+func (f *Fake) Asked(channel, tradeNo string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.asked[channel+"/"+tradeNo]
+}
+
+func (f *Fake) addTrade(w http.ResponseWriter, r *http.Request) {
+	var t FakeTrade
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&t); err != nil {
+		http.Error(w, "bad trade: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	t, err := f.Add(r.Context(), t)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(t)
+}
+
+func (f *Fake) askedCounts(w http.ResponseWriter, _ *http.Request) {
+	f.mu.Lock()
+	counts := make(map[string]int, len(f.asked))
+	for k, v := range f.asked {
+		counts[k] = v
+	}
+	f.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(counts)
+}
+
+// channelRoutes mounts each channel's API as the fake serves it.
+func (f *Fake) channelRoutes(mux *http.ServeMux) {
+	_ = mux // each channel's endpoints are added here, one line a channel
+}
