@@ -52,6 +52,7 @@ func RenderCreate(o *payment.Order, refusal error) (int, []byte) {
 
 type notificationView struct {
 	Channel      string    `json:"channel"`
+	Source       string    `json:"source"`
 	NotifyID     string    `json:"notify_id"`
 	ChannelTxnID string    `json:"channel_txn_id"`
 	Event        string    `json:"event"`
@@ -97,7 +98,7 @@ func paymentViewOf(o payment.Order, ns []payment.Notification, rs []payment.Refu
 	v := paymentView{Order: viewOf(o), Notifications: []notificationView{}, Refunds: []refundView{}, Anomalies: []anomalyView{}}
 	for _, n := range ns {
 		v.Notifications = append(v.Notifications, notificationView{
-			Channel: n.Channel, NotifyID: n.NotifyID, ChannelTxnID: n.ChannelTxnID, Event: string(n.Event),
+			Channel: n.Channel, Source: string(n.Source), NotifyID: n.NotifyID, ChannelTxnID: n.ChannelTxnID, Event: string(n.Event),
 			Status: n.ChannelStatus, Subject: n.Subject, Outcome: string(n.Outcome), AmountFen: n.AmountFen,
 			Currency: n.Currency, ReceivedAt: n.ReceivedTime,
 		})

@@ -95,6 +95,7 @@ type Refund struct {
 // Notification is one journalled notification, without its raw body.
 type Notification struct {
 	Channel       string
+	Source        Source
 	NotifyID      string
 	TradeNo       string
 	ChannelTxnID  string
@@ -105,4 +106,18 @@ type Notification struct {
 	Subject       string
 	Outcome       Outcome
 	ReceivedTime  time.Time
+}
+
+// Attempt is the order service sending a buyer to a channel: the channel to ask about the order
+// when its notification does not come.
+type Attempt struct {
+	TradeNo     string
+	Channel     string
+	ChannelRef  string // Stripe's PaymentIntent id, UnionPay's txnTime; "" when none
+	CreatedTime time.Time
+	NextQueryAt time.Time
+	QueryCount  int
+	LastQueryAt *time.Time
+	LastAnswer  string
+	LastStatus  string
 }

@@ -31,6 +31,7 @@ type Event struct {
 	PaidAt       time.Time
 	Subject      string // what was bought, as the channel names it (UTF-8), for the journal
 	Raw          []byte // the body exactly as received
+	Source       Source // how paygw learnt it: SourceNotify unless set
 
 	// TradeNoUnsure: TradeNo came from a field that other integrations fill too (Stripe's
 	// client_reference_id). It counts only if it names an existing order; otherwise the event
@@ -44,6 +45,14 @@ type Event struct {
 	RefundFen     int64
 	RefundIsTotal bool
 }
+
+// Source is how paygw learnt of an event.
+type Source string
+
+const (
+	SourceNotify Source = "notify" // the channel's notification
+	SourceQuery  Source = "query"  // paygw asked the channel (the reconciliation job)
+)
 
 // Outcome is what paygw did with a verified event. It is stored with the record and the journal.
 type Outcome string

@@ -12,6 +12,7 @@ import (
 // notificationRow is one notify_journal row, without the raw body.
 type notificationRow struct {
 	Channel       string    `db:"channel"`
+	Source        string    `db:"source"`
 	NotifyID      string    `db:"notify_id"`
 	TradeNo       string    `db:"trade_no"`
 	ChannelTxnID  string    `db:"channel_txn_id"`
@@ -26,7 +27,7 @@ type notificationRow struct {
 
 func (r notificationRow) notification() payment.Notification {
 	return payment.Notification{
-		Channel: r.Channel, NotifyID: r.NotifyID, TradeNo: r.TradeNo, ChannelTxnID: r.ChannelTxnID,
+		Channel: r.Channel, Source: payment.Source(r.Source), NotifyID: r.NotifyID, TradeNo: r.TradeNo, ChannelTxnID: r.ChannelTxnID,
 		Event: payment.Kind(r.Event), ChannelStatus: r.ChannelStatus, AmountFen: r.AmountFen,
 		Currency: r.Currency, Subject: r.Subject, Outcome: payment.Outcome(r.Outcome), ReceivedTime: r.ReceivedTime,
 	}
@@ -80,10 +81,14 @@ type execer interface {
 // journal inserts once per (channel, notify_id). ON DUPLICATE KEY keeps the first row without
 // INSERT IGNORE's habit of turning other errors (truncation) into warnings.
 func journal(ctx context.Context, x execer, ev payment.Event, outcome payment.Outcome, received time.Time) error {
-	const q = `INSERT INTO notify_journal (channel, notify_id, trade_no, channel_txn_id, event,
+	const q = `INSERT INTO notify_journal (channel, source, notify_id, trade_no, channel_txn_id, event,
 		channel_status, amount_fen, currency, subject, raw_body, outcome, received_time)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE id = id`
-	_, err := x.ExecContext(ctx, q, ev.Channel, ev.NotifyID, ev.TradeNo, ev.ChannelTxnID, string(ev.Kind),
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE id = id`
+	source := ev.Source
+	if source == "" {
+		source = payment.SourceNotify
+	}
+	_, err := x.ExecContext(ctx, q, ev.Channel, string(source), ev.NotifyID, ev.TradeNo, ev.ChannelTxnID, string(ev.Kind),
 		clip(ev.Status, 64), ev.AmountFen, ev.Currency, clip(ev.Subject, 256), ev.Raw, string(outcome), received)
 	return err
 }
@@ -129,7 +134,7 @@ func (tx *Tx) MarkAnomalyRefunded(ctx context.Context, kind payment.Outcome, cha
 
 // Notifications lists the journal of one trade_no, oldest first.
 func (db *DB) Notifications(ctx context.Context, tradeNo string) ([]payment.Notification, error) {
-	const q = `SELECT channel, notify_id, trade_no, channel_txn_id, event, channel_status, amount_fen,
+	const q = `SELECT channel, source, notify_id, trade_no, channel_txn_id, event, channel_status, amount_fen,
 		currency, subject, outcome, received_time FROM notify_journal WHERE trade_no = ? ORDER BY id`
 	return selectAll(ctx, db, notificationRow.notification, q, tradeNo)
 }
