@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -73,6 +75,11 @@ func (s *Server) createOrder(c echo.Context) error {
 	if req.Order, err = orders.ParseNewOrder(canonical); err != nil {
 		return err
 	}
+	if req.Order.Channel != "" || req.Order.ChannelRef != "" {
+		if err := s.checkAttempt(req.Order.Channel, req.Order.ChannelRef); err != nil {
+			return err
+		}
+	}
 	req.Hash = orders.RequestHash(http.MethodPost, "/v1/orders", canonical)
 	ctx, cancel := context.WithTimeout(c.Request().Context(), apply.ApplyTimeout)
 	defer cancel()
@@ -138,4 +145,85 @@ func (s *Server) getPayment(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, paymentViewOf(o, ns, rs, as))
+}
+
+var errBadAttempt = errors.New("invalid payment attempt")
+
+// idChars are the characters of Stripe's object ids.
+const idChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_"
+
+// attemptView is a payment attempt as the API shows it.
+type attemptView struct {
+	TradeNo     string     `json:"trade_no"`
+	Channel     string     `json:"channel"`
+	ChannelRef  string     `json:"channel_ref,omitempty"`
+	CreatedAt   time.Time  `json:"created_at"`
+	QueryCount  int        `json:"query_count"`
+	NextQueryAt time.Time  `json:"next_query_at"`
+	LastQueryAt *time.Time `json:"last_query_at,omitempty"`
+	LastAnswer  string     `json:"last_answer,omitempty"`
+	LastStatus  string     `json:"last_status,omitempty"`
+}
+
+func attemptViewOf(a payment.Attempt) attemptView {
+	return attemptView{TradeNo: a.TradeNo, Channel: a.Channel, ChannelRef: a.ChannelRef, CreatedAt: a.CreatedTime,
+		QueryCount: a.QueryCount, NextQueryAt: a.NextQueryAt, LastQueryAt: a.LastQueryAt, LastAnswer: a.LastAnswer,
+		LastStatus: a.LastStatus}
+}
+
+// addAttempt records that the order service sent the buyer to a channel: 201 with the attempt,
+// 200 with the same body when it was recorded already.
+func (s *Server) addAttempt(c echo.Context) error {
+	tradeNo := c.Param("trade_no")
+	if !payment.ValidTradeNo(tradeNo) {
+		return payment.ErrNotFound
+	}
+	canonical, err := s.readJSON(c)
+	if err != nil {
+		return err
+	}
+	var in struct {
+		Channel    string `json:"channel"`
+		ChannelRef string `json:"channel_ref"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(canonical))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return fmt.Errorf("%w: %v", errBadAttempt, err)
+	}
+	if err := s.checkAttempt(in.Channel, in.ChannelRef); err != nil {
+		return err
+	}
+	a, created, err := s.orders.AddAttempt(c.Request().Context(), tradeNo, in.Channel, in.ChannelRef)
+	if err != nil {
+		return err
+	}
+	code := http.StatusOK
+	if created {
+		code = http.StatusCreated
+	}
+	return c.JSON(code, attemptViewOf(a))
+}
+
+// checkAttempt refuses a channel that is not enabled here and a ref without its channel's shape:
+// Stripe's PaymentIntent id, or UnionPay's txnTime (yyyyMMddHHmmss); the others take none.
+func (s *Server) checkAttempt(channel, ref string) error {
+	enabled := false
+	for _, ch := range s.channels {
+		enabled = enabled || ch.Name() == channel
+	}
+	if !enabled {
+		return fmt.Errorf("%w: channel must be one of the enabled channels", errBadAttempt)
+	}
+	switch {
+	case ref == "":
+		return nil
+	case channel == "stripe" && strings.HasPrefix(ref, "pi_") && len(ref) <= 128 && strings.Trim(ref, idChars) == "":
+		return nil
+	case channel == "unionpay" && len(ref) == 14:
+		if _, err := time.Parse("20060102150405", ref); err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: channel_ref must be a Stripe PaymentIntent id (pi_...) or a UnionPay txnTime (yyyyMMddHHmmss); other channels take none", errBadAttempt)
 }

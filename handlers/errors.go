@@ -40,6 +40,7 @@ const (
 	typeInFlight     = typePrefix + "in-flight"              // 409 + Retry-After: ask again
 	typeOutOfStock   = typePrefix + "out-of-stock"           // 409: stored and replayed for the key
 	typeKeyUsed      = typePrefix + "idempotency-key-used"   // 409: return_original_result is off
+	typeNotPayable   = typePrefix + "order-not-payable"      // 409: the order is PAID or CLOSED
 	typeTooLarge     = typePrefix + "body-too-large"         // 413
 	typeKeyReused    = typePrefix + "idempotency-key-reused" // 422: same key, another payload
 	typeUnavailable  = typePrefix + "unavailable"            // 503: our fault; retry with the same key
@@ -55,7 +56,7 @@ func problemOf(err error) problem {
 	case errors.Is(err, errBadBody):
 		return newProblem(typeBodyTimeout, http.StatusRequestTimeout, "body not received", err)
 	case errors.Is(err, orders.ErrBadJSON), errors.Is(err, orders.ErrInvalid),
-		errors.Is(err, errNoKey), errors.Is(err, errBadKey), errors.Is(err, errBadStock):
+		errors.Is(err, errNoKey), errors.Is(err, errBadKey), errors.Is(err, errBadStock), errors.Is(err, errBadAttempt):
 		return newProblem(typeInvalid, http.StatusBadRequest, "invalid request", err)
 	case errors.Is(err, errUnauthorized):
 		return newProblem(typeUnauthorized, http.StatusUnauthorized, "unauthorized", err)
@@ -69,6 +70,8 @@ func problemOf(err error) problem {
 		return newProblem(typeInFlight, http.StatusConflict, "request in progress", err)
 	case errors.As(err, &done):
 		return newProblem(typeKeyUsed, http.StatusConflict, "idempotency key already used", err)
+	case errors.Is(err, orders.ErrNotPayable):
+		return newProblem(typeNotPayable, http.StatusConflict, "order not waiting for payment", err)
 	case errors.Is(err, orders.ErrKeyReused):
 		return newProblem(typeKeyReused, http.StatusUnprocessableEntity, "idempotency key reused", err)
 	case errors.As(err, &he):

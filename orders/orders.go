@@ -92,6 +92,10 @@ type NewOrder struct {
 	UserID int64  `json:"user_id"`
 	SKU    string `json:"sku"`
 	Num    int    `json:"num"`
+	// The first payment attempt, when the order service already knows where the buyer pays
+	// (the caller checks the channel is enabled and the ref has its shape).
+	Channel    string `json:"channel,omitempty"`
+	ChannelRef string `json:"channel_ref,omitempty"`
 }
 
 var skuPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
@@ -309,6 +313,13 @@ func (s *Service) business(ctx context.Context, tx *repository.Tx, r Request) (R
 	if err := tx.InsertOrder(ctx, o, r.Scope, r.Key, r.Hash); err != nil {
 		return Result{}, err
 	}
+	if r.Order.Channel != "" {
+		a := payment.Attempt{TradeNo: o.TradeNo, Channel: r.Order.Channel, ChannelRef: r.Order.ChannelRef,
+			CreatedTime: o.CreateTime, NextQueryAt: o.CreateTime}
+		if err := tx.InsertAttempt(ctx, a); err != nil {
+			return Result{}, err
+		}
+	}
 	code, body := s.render(&o, nil)
 	return Result{Code: code, Body: body}, nil
 }
@@ -330,4 +341,33 @@ func derefResult(r *Result) Result {
 		return Result{}
 	}
 	return *r
+}
+
+// ErrNotPayable: the order is not WAIT_PAY, so nobody can be sent to pay it.
+var ErrNotPayable = errors.New("order is not waiting for payment")
+
+// AddAttempt records that the buyer was sent to a channel to pay tradeNo (the caller checked
+// the channel and ref). created is false when the order had this attempt already: it is
+// returned as it is. Errors: payment.ErrNotFound, ErrNotPayable, or a storage failure.
+func (s *Service) AddAttempt(ctx context.Context, tradeNo, channel, ref string) (a payment.Attempt, created bool, err error) {
+	now := s.now().UTC().Truncate(time.Millisecond)
+	err = s.db.InTx(ctx, func(tx *repository.Tx) error {
+		o, err := tx.LockOrder(ctx, tradeNo)
+		if err != nil {
+			return err
+		}
+		if o.Status != payment.OrderWaitPay {
+			return fmt.Errorf("%w: order %s is %s", ErrNotPayable, tradeNo, o.Status)
+		}
+		return tx.InsertAttempt(ctx, payment.Attempt{TradeNo: tradeNo, Channel: channel, ChannelRef: ref, CreatedTime: now, NextQueryAt: now})
+	})
+	created = err == nil
+	if errors.Is(err, payment.ErrConflict) {
+		err = nil
+	}
+	if err != nil {
+		return payment.Attempt{}, false, err
+	}
+	a, err = s.db.GetAttempt(ctx, tradeNo, channel, ref)
+	return a, created, err
 }
