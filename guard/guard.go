@@ -393,3 +393,41 @@ type libraryLogger struct{ log zerolog.Logger }
 func (l libraryLogger) Printf(_ context.Context, format string, v ...any) {
 	l.log.Debug().Msgf(format, v...)
 }
+
+// refusalsKept bounds the refusals kept per trade_no; refusalsTTL is how long they are kept, the
+// longest any channel retries.
+const (
+	refusalsKept = 20
+	refusalsTTL  = 72 * time.Hour
+)
+
+// RecordRefusal remembers, for an operator asking why an order is not paid, that a message
+// claiming to be about tradeNo was refused. Unverified input goes to Redis only, bounded and
+// expiring, never to the database. Failure is harmless.
+func (g *Guard) RecordRefusal(ctx context.Context, tradeNo, entry string) {
+	if g.skipping() {
+		return
+	}
+	key := g.key("refused:", tradeNo)
+	_, err := g.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.LPush(ctx, key, entry)
+		p.LTrim(ctx, key, 0, refusalsKept-1)
+		p.Expire(ctx, key, refusalsTTL)
+		return nil
+	})
+	if err != nil {
+		_ = g.failed(ctx, err)
+	}
+}
+
+// Refusals returns the refusals remembered for tradeNo, newest first.
+func (g *Guard) Refusals(ctx context.Context, tradeNo string) ([]string, error) {
+	if g.skipping() {
+		return nil, ErrUnavailable
+	}
+	v, err := g.rdb.LRange(ctx, g.key("refused:", tradeNo), 0, -1).Result()
+	if err != nil {
+		return nil, g.failed(ctx, err)
+	}
+	return v, nil
+}

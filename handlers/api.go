@@ -13,8 +13,11 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/paygw/paygw/apply"
+	"github.com/paygw/paygw/explain"
+	"github.com/paygw/paygw/guard"
 	"github.com/paygw/paygw/orders"
 	"github.com/paygw/paygw/payment"
+	"github.com/paygw/paygw/repository"
 )
 
 var errBadStock = errors.New("invalid stock")
@@ -120,31 +123,48 @@ func validKey(k string) bool {
 	return true
 }
 
-// getPayment is the query-callback-status API: the order, what each channel told us, the
-// refunds counted against it, and what needs a person.
+// getPayment is the query-callback-status API: the order, why it is (not) paid, what each
+// channel told us, the refunds counted against it, and what needs a person.
 func (s *Server) getPayment(c echo.Context) error {
 	tradeNo := c.Param("trade_no")
 	if !payment.ValidTradeNo(tradeNo) {
 		return payment.ErrNotFound
 	}
-	ctx := c.Request().Context()
-	o, err := s.db.GetOrder(ctx, tradeNo)
+	r, err := LoadRecord(c.Request().Context(), s.db, s.guard, tradeNo)
 	if err != nil {
 		return err
 	}
-	ns, err := s.db.Notifications(ctx, tradeNo)
-	if err != nil {
-		return err
+	return c.JSON(http.StatusOK, paymentViewOf(r))
+}
+
+// LoadRecord reads everything known of an order: what GET /v1/payments and `paygw why` explain.
+// Refusals are read from Redis when it answers, and left out when it does not.
+func LoadRecord(ctx context.Context, db *repository.DB, g *guard.Guard, tradeNo string) (explain.Record, error) {
+	var r explain.Record
+	var err error
+	if r.Order, err = db.GetOrder(ctx, tradeNo); err != nil {
+		return r, err
 	}
-	rs, err := s.db.Refunds(ctx, tradeNo)
-	if err != nil {
-		return err
+	if r.Attempts, err = db.Attempts(ctx, tradeNo); err != nil {
+		return r, err
 	}
-	as, err := s.db.Anomalies(ctx, tradeNo)
-	if err != nil {
-		return err
+	if r.Notifications, err = db.Notifications(ctx, tradeNo); err != nil {
+		return r, err
 	}
-	return c.JSON(http.StatusOK, paymentViewOf(o, ns, rs, as))
+	if r.Refunds, err = db.Refunds(ctx, tradeNo); err != nil {
+		return r, err
+	}
+	if r.Anomalies, err = db.Anomalies(ctx, tradeNo); err != nil {
+		return r, err
+	}
+	entries, _ := g.Refusals(ctx, tradeNo) // Redis down: explained without them
+	for _, e := range entries {
+		var f explain.Refusal
+		if json.Unmarshal([]byte(e), &f) == nil {
+			r.Refusals = append(r.Refusals, f)
+		}
+	}
+	return r, nil
 }
 
 var errBadAttempt = errors.New("invalid payment attempt")

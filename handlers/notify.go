@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paygw/paygw/channels"
+	"github.com/paygw/paygw/explain"
 	"github.com/paygw/paygw/payment"
 )
 
@@ -40,6 +42,7 @@ func (s *Server) notify(ch channels.Channel) echo.HandlerFunc {
 			// Warn, not info: a wrong or rotated key refuses every real payment until someone
 			// notices, and the channel gives up after its last retry.
 			s.logNotification(zerolog.WarnLevel, ch, nil, "REFUSED", start, err)
+			s.rememberRefusal(c.Request().Context(), ch.Name(), body, start, err)
 			return writeReply(c, 0, ch.Reply(payment.ReplyRefuse))
 		}
 		// Each channel waits its own time for the reply (WeChat 5 s, UnionPay 10 s): past the
@@ -81,4 +84,15 @@ func writeReply(c echo.Context, status int, r channels.Response) error {
 		status = r.Status
 	}
 	return c.Blob(status, r.ContentType, r.Body)
+}
+
+// rememberRefusal keeps, in Redis only, that a message claiming to be about an order was refused,
+// so that "why is this order not paid?" can say so.
+func (s *Server) rememberRefusal(ctx context.Context, channel string, body []byte, at time.Time, reason error) {
+	tradeNo := channels.ClaimedTradeNo(channel, body)
+	if tradeNo == "" {
+		return
+	}
+	entry, _ := json.Marshal(explain.Refusal{At: at.UTC(), Channel: channel, Reason: reason.Error()}) // cannot fail
+	s.guard.RecordRefusal(context.WithoutCancel(ctx), tradeNo, string(entry))
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/paygw/paygw/explain"
 	"github.com/paygw/paygw/orders"
 	"github.com/paygw/paygw/payment"
 )
@@ -88,14 +89,21 @@ type refundView struct {
 
 // paymentView is the query-callback-status answer.
 type paymentView struct {
-	Order         orderView          `json:"order"`
-	Notifications []notificationView `json:"notifications"`
-	Refunds       []refundView       `json:"refunds"`
-	Anomalies     []anomalyView      `json:"anomalies"`
+	Order         orderView           `json:"order"`
+	Explanation   explain.Explanation `json:"explanation"`
+	Attempts      []attemptView       `json:"attempts"`
+	Notifications []notificationView  `json:"notifications"`
+	Refunds       []refundView        `json:"refunds"`
+	Anomalies     []anomalyView       `json:"anomalies"`
 }
 
-func paymentViewOf(o payment.Order, ns []payment.Notification, rs []payment.Refund, as []payment.Anomaly) paymentView {
-	v := paymentView{Order: viewOf(o), Notifications: []notificationView{}, Refunds: []refundView{}, Anomalies: []anomalyView{}}
+func paymentViewOf(r explain.Record) paymentView {
+	v := paymentView{Order: viewOf(r.Order), Explanation: explain.Of(r), Attempts: []attemptView{},
+		Notifications: []notificationView{}, Refunds: []refundView{}, Anomalies: []anomalyView{}}
+	ns, rs, as := r.Notifications, r.Refunds, r.Anomalies
+	for _, a := range r.Attempts {
+		v.Attempts = append(v.Attempts, attemptViewOf(a))
+	}
 	for _, n := range ns {
 		v.Notifications = append(v.Notifications, notificationView{
 			Channel: n.Channel, Source: string(n.Source), NotifyID: n.NotifyID, ChannelTxnID: n.ChannelTxnID, Event: string(n.Event),

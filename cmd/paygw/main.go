@@ -23,10 +23,12 @@ import (
 	"github.com/paygw/paygw/apply"
 	"github.com/paygw/paygw/channels"
 	"github.com/paygw/paygw/config"
+	"github.com/paygw/paygw/explain"
 	"github.com/paygw/paygw/guard"
 	"github.com/paygw/paygw/handlers"
 	"github.com/paygw/paygw/identity"
 	"github.com/paygw/paygw/orders"
+	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/repository"
 )
 
@@ -40,6 +42,7 @@ Usage:
   paygw migrate [--config FILE]    apply the database migrations up to the latest
   paygw migrate status [--config FILE]
   paygw sweep   [--config FILE]    one pass of the processing-timeout cleanup
+  paygw why TRADE_NO [--config FILE]   why is this order (not) paid: what paygw knows of it
   paygw markers flush [--config FILE]
                                    start a new epoch: no Redis done marker written before is trusted
   paygw simulate keys|notify ...   play a payment channel against a gateway (paygw simulate --help)
@@ -101,6 +104,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 			fmt.Fprintf(stdout, "swept %d processing record(s) older than %s\n", n, cfg.Idempotency.ProcessingTimeout())
 			return nil
+		})
+	case "why":
+		if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+			return errors.New("why: name the order: paygw why TRADE_NO [--config FILE]")
+		}
+		tradeNo := args[0]
+		return withConfig("why", args[1:], stderr, "explain why an order is (not) paid", func(cfg *config.Config, log zerolog.Logger) error {
+			return why(ctx, cfg, tradeNo, stdout, log)
 		})
 	case "markers":
 		if len(args) == 0 || args[0] != "flush" {
@@ -317,4 +328,33 @@ func buildVersion() string {
 		return bi.Main.Version
 	}
 	return "dev"
+}
+
+// why prints what GET /v1/payments/{trade_no} explains: the summary, then the facts.
+func why(ctx context.Context, cfg *config.Config, tradeNo string, stdout io.Writer, log zerolog.Logger) error {
+	if !payment.ValidTradeNo(tradeNo) {
+		return fmt.Errorf("why: %q is not a trade_no", tradeNo)
+	}
+	db, err := repository.Open(ctx, cfg.MySQL.DSN, 2)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	redis.SetLogger(guard.LibraryLogger(zerolog.Nop()))
+	g := guard.New(guard.Options{Addr: cfg.Redis.Addr, Password: cfg.Redis.Password, DB: cfg.Redis.DB}, zerolog.Nop())
+	defer g.Close()
+	g.Suspend()
+	_ = identity.New(db, g, zerolog.Nop(), nil).Check(ctx) // refusals are kept per database; none if unknown
+	r, err := handlers.LoadRecord(ctx, db, g, tradeNo)
+	if errors.Is(err, payment.ErrNotFound) {
+		return fmt.Errorf("why: no order %s in this database", tradeNo)
+	} else if err != nil {
+		return err
+	}
+	e := explain.Of(r)
+	fmt.Fprintf(stdout, "%s %s\n%s\n\n", tradeNo, r.Order.Status, e.Summary)
+	for _, f := range e.Facts {
+		fmt.Fprintf(stdout, "%s  %-8s %s\n", f.At.UTC().Format(time.RFC3339), f.Source, f.Text)
+	}
+	return nil
 }
