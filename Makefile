@@ -34,6 +34,7 @@ test: services
 	  exit $$status
 	go run ./internal/secretscan -secrets .test.secrets -log .test.log
 	scripts/chaos.sh --short
+	scripts/model.sh
 
 run: services build
 	scripts/demo.sh
@@ -60,6 +61,12 @@ fuzz:
 # writes the figures into docs/reliability.md. `scripts/chaos.sh --short` is the CI version.
 chaos:
 	scripts/chaos.sh
+
+# The Promela model of the apply protocol, checked by spin (installed if missing); about a minute.
+# See apply/model/README.md. Part of make test.
+.PHONY: model
+model:
+	scripts/model.sh
 
 clean:
 	rm -rf bin/

@@ -23,7 +23,7 @@
 #define MAXOUT 1
 #endif
 #ifndef MAXTXF
-#define MAXTXF 2
+#define MAXTXF 1
 #endif
 
 #define NEP (MAXRB + 1)   /* epochs 0..MAXRB: the epoch moves on once per detected rollback */
@@ -207,18 +207,17 @@ done:
 	od
 }
 
-/* The channel delivers until it has a success, to either replica, concurrently or one after the
- * other; it may send duplicates after a success too. */
+/* The channel delivers to either replica, concurrently or one after the other, and goes on until
+ * it has a success (weak fairness makes it); it may send duplicates after a success too. */
 active proctype Channel() {
 	do
-	:: !req[0] && !got -> req[0] = 1
-	:: !req[1] && !got -> req[1] = 1
-	:: atomic { !req[0] && got -> req[0] = 1 }
-	:: atomic { !req[1] && got -> req[1] = 1 }
+	:: atomic { !req[0] -> req[0] = 1 }
+	:: atomic { !req[1] -> req[1] = 1 }
 	od
 }
 
-/* The database goes back in time: the last committed payment is lost. Replicas crash. */
+/* The database goes back in time (a restore, a failover to a replica that missed commits): the
+ * last committed payment is lost, Redis keeps its markers. A busy replica crashes. */
 active proctype Faults() {
 	do
 	:: atomic { rec && rbs < MAXRB && rowlock == 0 -> rec = 0; paid = 0; paidtx--; lost = 1; rbs++ }
