@@ -22,9 +22,10 @@ type Fake struct {
 	notifyURL string // base URL of the gateway to notify ("" = none)
 	client    *http.Client
 
-	mu     sync.Mutex
-	trades map[string]FakeTrade // by channel + "/" + trade_no
-	asked  map[string]int       // queries answered, by channel + "/" + trade_no
+	mu        sync.Mutex
+	trades    map[string]FakeTrade // by channel + "/" + trade_no
+	asked     map[string]int       // queries answered, by channel + "/" + trade_no
+	stateFile string               // "" = trades live in memory only
 }
 
 // Fake trade statuses.
@@ -101,7 +102,11 @@ func (f *Fake) Add(ctx context.Context, t FakeTrade) (FakeTrade, error) {
 	}
 	f.mu.Lock()
 	f.trades[t.Channel+"/"+t.TradeNo] = t
+	err := f.save()
 	f.mu.Unlock()
+	if err != nil {
+		return t, fmt.Errorf("state file: %w", err)
+	}
 	if f.notifyURL == "" || t.DropNotify || t.Status == FakePending {
 		return t, nil
 	}
@@ -120,6 +125,44 @@ func (f *Fake) Add(ctx context.Context, t FakeTrade) (FakeTrade, error) {
 		return t, fmt.Errorf("notify: %w", r.Err)
 	}
 	return t, nil
+}
+
+// KeepState loads the trades kept in path (if it exists) and keeps every later change there.
+func (f *Fake) KeepState(path string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stateFile = path
+	raw, err := os.ReadFile(path) // #nosec G304 -- the state file the operator names
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	var trades []FakeTrade
+	if err := json.Unmarshal(raw, &trades); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	for _, t := range trades {
+		f.trades[t.Channel+"/"+t.TradeNo] = t
+	}
+	return nil
+}
+
+// save writes the trades to the state file, if any; f.mu is held.
+func (f *Fake) save() error {
+	if f.stateFile == "" {
+		return nil
+	}
+	trades := make([]FakeTrade, 0, len(f.trades))
+	for _, t := range f.trades {
+		trades = append(trades, t)
+	}
+	b, _ := json.MarshalIndent(trades, "", "  ") // plain values: cannot fail
+	tmp := f.stateFile + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, f.stateFile)
 }
 
 // Trade returns what the fake knows of a trade, and counts the question.

@@ -20,6 +20,7 @@ Usage:
                         [--status paid|closed|refund|pending] [--repeat N] [--concurrency N]
                         [--refund-fen N] [--refund-total-fen N] [--refund-id ID] [--charset CS]
                         [--schedule [--speedup F]] [--target URL] [--keys DIR]
+  paygw simulate serve  --keys DIR [--addr 127.0.0.1:8090] [--state FILE] [--notify URL]
 
 keys writes sandbox key material for every channel into DIR, plus DIR/channels.yaml: the
 channels: block that makes a gateway trust it. notify signs real-format notifications with those
@@ -29,6 +30,10 @@ keys and sends them, printing each reply and a summary. --repeat sends the same 
 A refund is of --refund-fen (default the whole amount); Alipay and Stripe state the payment's
 refunded total instead, --refund-total-fen (default --refund-fen). WeChat notifies only paid
 trades and refunds. --charset gbk|gb2312 signs an Alipay notification in that charset.
+serve is a fake of the four channels' servers: it answers trade queries, signed as each channel
+signs, about the trades added with POST /_sim/trades {"channel","trade_no","amount_fen","status",
+"txn_id"} (status paid, pending, closed, refunded), notifying --notify (the gateway's base URL) of
+each unless "drop_notify":true. --state keeps the trades in FILE across restarts.
 `
 
 func simulateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -55,6 +60,8 @@ func simulateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return nil
 	case "notify":
 		return simulateNotify(ctx, args[1:], stdout, stderr)
+	case "serve":
+		return simulateServe(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, simulateUsage)
 		return nil
@@ -133,4 +140,38 @@ func simulateNotify(ctx context.Context, args []string, stdout, stderr io.Writer
 		return errors.New("simulate notify: the gateway never answered success")
 	}
 	return nil
+}
+
+// simulateServe runs the fake channel until ctx ends.
+func simulateServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("simulate serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	keys := fs.String("keys", ".demo", "directory written by `paygw simulate keys`")
+	addr := fs.String("addr", simulate.FakeAddr, "listen address (loopback)")
+	state := fs.String("state", "", "file keeping the trades across restarts")
+	notify := fs.String("notify", "", "the gateway's base URL to notify of trades (none when empty)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	fake, err := simulate.NewFake(*keys, *notify)
+	if err != nil {
+		return fmt.Errorf("simulate serve: %w", err)
+	}
+	if *state != "" {
+		if err := fake.KeepState(*state); err != nil {
+			return fmt.Errorf("simulate serve: --state: %w", err)
+		}
+	}
+	srv := &http.Server{Addr: *addr, Handler: fake.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	fmt.Fprintf(stdout, "fake channels on http://%s (trades: POST /_sim/trades)\n", *addr)
+	select {
+	case err := <-errc:
+		return fmt.Errorf("simulate serve: %w", err)
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return srv.Shutdown(sctx)
+	}
 }
