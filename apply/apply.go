@@ -63,6 +63,9 @@ func New(db *repository.DB, g *guard.Guard, guardTTL time.Duration, log zerolog.
 		done: newDoneCache(doneCacheSize, doneCacheAge, time.Now)}
 }
 
+// The protocol below (fast path, transaction, post-commit markers, epochs) is modelled in
+// apply/model/apply.pml and checked by spin: make model (see apply/model/README.md).
+
 // Apply applies a verified event and returns what happened. A nil error means the outcome is
 // durable (or the event is a repeat of a durable one). Errors mean nothing was changed and the
 // channel must deliver again: payment.ErrInFlight, or a storage failure.
@@ -119,7 +122,7 @@ func (a *Applier) Apply(ctx context.Context, ev payment.Event) (payment.Outcome,
 	case err != nil:
 		return "", err
 	}
-	a.guard.MarkDoneAndRelease(context.WithoutCancel(ctx), lock, string(outcome), doneTTL, recordID, markers...)
+	a.guard.MarkDoneAndRelease(context.WithoutCancel(ctx), ns, lock, string(outcome), doneTTL, recordID, markers...)
 	lock = nil
 	a.done.add(ns, markers...)
 	return outcome, nil
@@ -175,7 +178,7 @@ func (a *Applier) repeated(ctx context.Context, ev payment.Event, ns string, mar
 		if err := a.db.Journal(ctx, ev, payment.OutcomeRepeat, a.stamp()); err != nil {
 			return err
 		}
-		a.guard.MarkAllDone(context.WithoutCancel(ctx), string(payment.OutcomeRepeat), doneTTL, markers[len(markers)-1])
+		a.guard.MarkDoneAndRelease(context.WithoutCancel(ctx), ns, nil, string(payment.OutcomeRepeat), doneTTL, 0, markers[len(markers)-1])
 	}
 	a.done.add(ns, markers...)
 	return nil

@@ -273,22 +273,24 @@ func (g *Guard) MarkAllDone(ctx context.Context, value string, ttl time.Duration
 }
 
 // MarkDoneAndRelease sets done markers and gives l back in one round trip: what a request
-// does once its transaction committed. recordID is the idempotent_record the markers stand for
-// (0 for none): the namespace's high-water mark is raised to it in the same trip, so a database
-// that loses that record is found out (see HighWater). A nil lock (taken while Redis was down)
-// only marks. Like MarkAllDone, failure is harmless: the lock's TTL ends it and repeats go to
-// MySQL.
-func (g *Guard) MarkDoneAndRelease(ctx context.Context, l *Lock, value string, ttl time.Duration, recordID int64, names ...string) {
+// does once its transaction committed. ns is the namespace (Namespace) the caller read before
+// its transaction: the markers describe the database as it was then, so they go there even if
+// the epoch has moved on since (where nobody reads them), never into a newer epoch whose database
+// may have lost the commit. recordID is the idempotent_record the markers stand for (0 for
+// none): the namespace's high-water mark is raised to it in the same trip, so a database that
+// loses that record is found out (see HighWater). A nil lock (taken while Redis was down) only
+// marks. Failure is harmless: the lock's TTL ends it and repeats go to MySQL.
+func (g *Guard) MarkDoneAndRelease(ctx context.Context, ns string, l *Lock, value string, ttl time.Duration, recordID int64, names ...string) {
 	if g.skipping() {
 		l.Release(ctx)
 		return
 	}
 	_, err := g.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		if recordID > 0 {
-			p.Eval(ctx, raiseSrc, []string{g.key("", "highwater")}, recordID)
+			p.Eval(ctx, raiseSrc, []string{g.prefix + ns + "highwater"}, recordID)
 		}
 		for _, n := range names {
-			p.Set(ctx, g.key("done:", n), value, ttl)
+			p.Set(ctx, g.prefix+ns+"done:"+n, value, ttl)
 		}
 		// The markers first: a twin that takes the lock after us must find them.
 		if l != nil {

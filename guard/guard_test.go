@@ -414,7 +414,7 @@ func TestCheckAndAcquire(t *testing.T) {
 		t.Fatalf("second: %v %v, want ErrHeld", l2, err)
 	}
 	// Done: markers set before the lock goes back; now the first marker answers, no lock tried.
-	g.MarkDoneAndRelease(ctx, lock, "APPLIED", time.Minute, 0, "pay:1")
+	g.MarkDoneAndRelease(ctx, g.Namespace(), lock, "APPLIED", time.Minute, 0, "pay:1")
 	found, l3, err := g.CheckAndAcquire(ctx, "t1", time.Minute, "pay:1", "note:other")
 	if err != nil || l3 != nil || !found[0] || found[1] {
 		t.Fatalf("after done: %v %v %v; want [true false], no lock", found, l3, err)
@@ -441,7 +441,7 @@ func TestNamespaces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.MarkDoneAndRelease(ctx, lock, "APPLIED", time.Minute, 42, "pay:alipay:X")
+	a.MarkDoneAndRelease(ctx, a.Namespace(), lock, "APPLIED", time.Minute, 42, "pay:alipay:X")
 	if found, lock, err := b.CheckAndAcquire(ctx, "trade:T1", time.Minute, "pay:alipay:X"); err != nil || found[0] || lock == nil {
 		t.Fatalf("db-b saw db-a's marker or lock: %v %v %v", found, lock, err)
 	}
@@ -473,6 +473,19 @@ func TestNamespaces(t *testing.T) {
 	_ = a.RaiseMaxEpoch(ctx, "db-a", 2)
 	if e, err := b.MaxEpoch(ctx, "db-a"); err != nil || e != 3 {
 		t.Fatalf("max epoch = %d, %v; want 3", e, err)
+	}
+
+	// A commit's markers go to the epoch read before the commit: a replica slow to write them
+	// while the database rolled back and the epoch moved on must not vouch, in the new epoch,
+	// for a commit the database lost.
+	before := a.Namespace()
+	a.SetNamespace("db-a", 5)
+	a.MarkDoneAndRelease(ctx, before, nil, "APPLIED", time.Minute, 99, "pay:alipay:late")
+	if found, _ := a.DoneAll(ctx, "pay:alipay:late"); found[0] {
+		t.Fatal("a late marker landed in the new epoch")
+	}
+	if n, _ := a.HighWater(ctx, "db-a", 5); n != 0 {
+		t.Fatalf("a late marker raised the new epoch's high water to %d", n)
 	}
 
 	a.Suspend()

@@ -6,7 +6,7 @@
  *   MARK_BEFORE_COMMIT  broken: the done marker is set before COMMIT
  *   NO_EPOCH            broken: a detected rollback does not move the epoch on
  *   MARK_NS_AT_WRITE    MarkDoneAndRelease writes the markers under the namespace bound when it
- *                       runs (what guard.go does today), not the one the request started under
+ *                       runs (what guard.go did before it took Apply's), not the one the request started under
  *   LIVE                adds the liveness claim p5 (run with pan -a -f)
  * Properties can be checked one at a time: ONLY_P1 .. ONLY_P4 (default: all four).
  * Fault budgets: MAXRB rollbacks, MAXCRASH replica crashes, MAXOUT Redis outages, MAXTXF
