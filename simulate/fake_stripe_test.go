@@ -174,3 +174,19 @@ func TestStripeTradeNoQuery(t *testing.T) {
 		}
 	}
 }
+
+// FuzzStripeTradeNoQuery: any query is refused or read; any trade_no quoted as the gateway quotes
+// it reads back as itself.
+func FuzzStripeTradeNoQuery(f *testing.F) {
+	for _, s := range []string{"T-1_a", "it's", `a\b`, `\'`, "", "'"} {
+		f.Add(s)
+	}
+	quote := strings.NewReplacer(`\`, `\\`, `'`, `\'`)
+	f.Fuzz(func(t *testing.T, s string) {
+		_, _ = stripeTradeNoQuery(s)
+		got, ok := stripeTradeNoQuery("metadata['trade_no']:'" + quote.Replace(s) + "'")
+		if ok != (s != "") || ok && got != s {
+			t.Fatalf("quoted %q reads back as %q, %v", s, got, ok)
+		}
+	})
+}
