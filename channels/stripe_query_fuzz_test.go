@@ -66,20 +66,20 @@ func FuzzStripeQuery(f *testing.F) {
 			}
 			return
 		}
-		checkQueryAnswer(t, answer, "T1")
+		checkAnswerInvariants(t, answer, "T1")
 	})
 }
 
-// checkQueryAnswer holds what every answer must: events for its state only, each about the trade
+// checkAnswerInvariants holds what every answer must: events for its state only, each about the trade
 // asked, a refund right after the payment it undoes.
-func checkQueryAnswer(t *testing.T, a TradeAnswer, tradeNo string) {
+func checkAnswerInvariants(t *testing.T, a TradeAnswer, tradeNo string) {
 	t.Helper()
 	for i, ev := range a.Events {
 		if _, err := checkEvent(ev); err != nil || ev.TradeNo != tradeNo {
-			t.Fatalf("event %d %+v: %v (trade %q)", i, brief(ev), err, tradeNo)
+			t.Fatalf("event %d %+v: %v (trade %q)", i, eventNoRaw(ev), err, tradeNo)
 		}
 		if ev.AmountFen < 0 || ev.AmountFen > maxFen || ev.RefundFen < 0 || ev.RefundFen > maxFen {
-			t.Fatalf("event %d: amount out of range %+v", i, brief(ev))
+			t.Fatalf("event %d: amount out of range %+v", i, eventNoRaw(ev))
 		}
 	}
 	kinds := func() (paid, refunds, closes int) {

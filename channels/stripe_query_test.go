@@ -92,18 +92,18 @@ func (e *stripeQueryEnv) notified(t *testing.T, p simulate.Payment) payment.Even
 	return ev
 }
 
-// samePayment compares what makes two events the same payment (or refund) to apply. A refund's
+// sameAsNotified compares what makes two events the same payment (or refund) to apply. A refund's
 // PaidAt is not read by apply; a query cannot know when the refund happened.
-func samePayment(t *testing.T, got, want payment.Event) {
+func sameAsNotified(t *testing.T, got, want payment.Event) {
 	t.Helper()
 	if got.Channel != want.Channel || got.TradeNo != want.TradeNo || got.ChannelTxnID != want.ChannelTxnID ||
 		got.Kind != want.Kind || got.AmountFen != want.AmountFen || got.Currency != want.Currency ||
 		got.Kind == payment.KindPaid && !got.PaidAt.Equal(want.PaidAt) || got.RefundFen != want.RefundFen || got.RefundIsTotal != want.RefundIsTotal {
-		t.Errorf("query event\n %+v\nnotification event\n %+v", brief(got), brief(want))
+		t.Errorf("query event\n %+v\nnotification event\n %+v", eventNoRaw(got), eventNoRaw(want))
 	}
 }
 
-func brief(ev payment.Event) payment.Event { ev.Raw = nil; return ev }
+func eventNoRaw(ev payment.Event) payment.Event { ev.Raw = nil; return ev }
 
 func TestStripeQuerierAgainstFake(t *testing.T) {
 	e := newStripeQueryEnv(t)
@@ -122,7 +122,7 @@ func TestStripeQuerierAgainstFake(t *testing.T) {
 	tests := map[string]struct {
 		q      TradeQuery
 		state  TradeState
-		events []payment.Event // compared by samePayment
+		events []payment.Event // compared by sameAsNotified
 		asked  int             // questions the fake counted for the trade
 	}{
 		"paid, by search":     {TradeQuery{TradeNo: paid.TradeNo}, TradePaid, []payment.Event{paidNotice}, 1},
@@ -159,7 +159,7 @@ func TestStripeQuerierAgainstFake(t *testing.T) {
 				t.Fatalf("%d events %+v, want %d", len(got.Events), got.Events, len(tt.events))
 			}
 			for i, ev := range got.Events {
-				samePayment(t, ev, tt.events[i])
+				sameAsNotified(t, ev, tt.events[i])
 				if len(ev.Raw) == 0 {
 					t.Errorf("event %d: Raw empty", i)
 				}
@@ -312,7 +312,7 @@ func TestStripeQuerierAnswers(t *testing.T) {
 			t.Fatalf("%+v, want two payments pi_A then pi_B", got)
 		}
 		if got.Events[0].Currency != "EUR" || got.Events[0].AmountFen != 1000 || !got.Events[0].PaidAt.Equal(time.Unix(100, 0)) {
-			t.Errorf("payment %+v, want EUR 1000 at 100", brief(got.Events[0]))
+			t.Errorf("payment %+v, want EUR 1000 at 100", eventNoRaw(got.Events[0]))
 		}
 	})
 	t.Run("retrieved canceled, search finds a payment", func(t *testing.T) {

@@ -167,7 +167,7 @@ func TestUnionPayQuerierAgainstFake(t *testing.T) {
 				t.Fatalf("events %+v, want one payment", got.Events)
 			}
 			ev := got.Events[0]
-			samePayment(t, ev, e.notified(t, tt.trade))
+			sameAsNotified(t, ev, e.notified(t, tt.trade))
 			if ev.NotifyID != QueryNotifyID(ev.ChannelTxnID) || len(ev.Raw) == 0 {
 				t.Errorf("NotifyID %q (want %q), Raw %d bytes", ev.NotifyID, QueryNotifyID(ev.ChannelTxnID), len(ev.Raw))
 			}
@@ -194,7 +194,7 @@ func TestUnionPayQuerierFailures(t *testing.T) {
 		// The fake refuses a request signed by a certificate that is not the merchant's: a
 		// verified respCode 11, which is a failed query, not an answer.
 		c := e.cfg
-		c.SignCertFile, c.SignCertPassword = writePFX(t, pkcs12.Modern, newMerchantCert(t), "secret"), "secret"
+		c.SignCertFile, c.SignCertPassword = writeMerchantPFX(t, pkcs12.Modern, newTestMerchantCert(t), "secret"), "secret"
 		_, err := e.querier(t, c).QueryTrade(ctx, asked)
 		if !errors.Is(err, ErrQueryFailed) || !strings.Contains(err.Error(), "respCode 11") {
 			t.Errorf("%v, want ErrQueryFailed with respCode 11", err)
@@ -211,7 +211,7 @@ func TestUnionPayQuerierFailures(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := e.cfg
-		c.SignCertFile = writePFX(t, pkcs12.LegacyRC2, merchantCert{key.(*rsa.PrivateKey), cert}, c.SignCertPassword)
+		c.SignCertFile = writeMerchantPFX(t, pkcs12.LegacyRC2, testMerchantCert{key.(*rsa.PrivateKey), cert}, c.SignCertPassword)
 		got, err := e.querier(t, c).QueryTrade(ctx, asked)
 		if err != nil || got.State != TradePaid {
 			t.Errorf("%+v, %v; want paid", got, err)
@@ -258,7 +258,7 @@ func TestUnionPayQuerierFailures(t *testing.T) {
 // time in Beijing).
 func TestUnionPayQuerierRequest(t *testing.T) {
 	e := newUnionPayQueryEnv(t)
-	merchant := readPEMCert(t, filepath.Join(e.dir, e.man.UnionPay.MerchantCertFile))
+	merchant := readMerchantCertPEM(t, filepath.Join(e.dir, e.man.UnionPay.MerchantCertFile))
 	var got url.Values
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -381,8 +381,8 @@ func TestNewUnionPayQuerier(t *testing.T) {
 		t.Error("no verifier: accepted")
 	}
 	// The key's certificate is found wherever the file puts it.
-	mc := newMerchantCert(t)
-	ca := newMerchantCert(t).cert
+	mc := newTestMerchantCert(t)
+	ca := newTestMerchantCert(t).cert
 	pfx, err := pkcs12.Modern.Encode(mc.key, ca, []*x509.Certificate{mc.cert}, "pw")
 	if err != nil {
 		t.Fatal(err)
@@ -438,12 +438,12 @@ func (e *unionPayQueryEnv) signedAnswer(t *testing.T, fields url.Values) []byte 
 	return simulate.UnionPayResponseBody(form)
 }
 
-type merchantCert struct {
+type testMerchantCert struct {
 	key  *rsa.PrivateKey
 	cert *x509.Certificate
 }
 
-func newMerchantCert(t *testing.T) merchantCert {
+func newTestMerchantCert(t *testing.T) testMerchantCert {
 	t.Helper()
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
@@ -451,10 +451,10 @@ func newMerchantCert(t *testing.T) merchantCert {
 	}
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "test merchant"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	return merchantCert{key, issue(t, tmpl, nil, &key.PublicKey, key)}
+	return testMerchantCert{key, issue(t, tmpl, nil, &key.PublicKey, key)}
 }
 
-func writePFX(t *testing.T, enc *pkcs12.Encoder, mc merchantCert, password string) string {
+func writeMerchantPFX(t *testing.T, enc *pkcs12.Encoder, mc testMerchantCert, password string) string {
 	t.Helper()
 	pfx, err := enc.Encode(mc.key, mc.cert, nil, password)
 	if err != nil {
@@ -467,7 +467,7 @@ func writePFX(t *testing.T, enc *pkcs12.Encoder, mc merchantCert, password strin
 	return path
 }
 
-func readPEMCert(t *testing.T, path string) *x509.Certificate {
+func readMerchantCertPEM(t *testing.T, path string) *x509.Certificate {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -14,8 +14,8 @@ import (
 	"github.com/stripe/stripe-go/v82"
 )
 
-// newTestFake is a fake on fresh sandbox keys, served over HTTP.
-func newTestFake(t *testing.T) (*Fake, *httptest.Server, Manifest) {
+// newFakeOverHTTP is a fake on fresh sandbox keys, served over HTTP.
+func newFakeOverHTTP(t *testing.T) (*Fake, *httptest.Server, Manifest) {
 	t.Helper()
 	dir := t.TempDir()
 	man, err := WriteKeys(dir, time.Now())
@@ -32,7 +32,7 @@ func newTestFake(t *testing.T) (*Fake, *httptest.Server, Manifest) {
 }
 
 func TestFakeStripeAPI(t *testing.T) {
-	f, srv, man := newTestFake(t)
+	f, srv, man := newFakeOverHTTP(t)
 	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	for _, tr := range []FakeTrade{
 		{Channel: "stripe", TradeNo: "T-paid", AmountFen: 1250, Currency: "USD", Status: FakePaid, PaidAt: at},

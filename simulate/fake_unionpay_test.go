@@ -18,7 +18,7 @@ import (
 )
 
 func TestFakeUnionPayQuery(t *testing.T) {
-	f, srv, man := newTestFake(t)
+	f, srv, man := newFakeOverHTTP(t)
 	dir := f.dir
 	pfx, err := os.ReadFile(filepath.Join(dir, man.UnionPay.MerchantSignCertFile))
 	if err != nil {
