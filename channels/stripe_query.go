@@ -1,0 +1,400 @@
+package channels
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stripe/stripe-go/v82"
+
+	"github.com/paygw/paygw/config"
+	"github.com/paygw/paygw/payment"
+)
+
+// stripeQuerier asks Stripe about a trade's PaymentIntents through stripe-go's client. Stripe's
+// answers are not signed: they are trusted because they come over the configured API with our key.
+type stripeQuerier struct {
+	sc *stripe.Client
+}
+
+var _ Querier = (*stripeQuerier)(nil)
+
+// Bounds on what one query reads: a trade has one PaymentIntent, or a few when the buyer retried.
+const (
+	stripeMaxIntents  = 100     // PaymentIntents of one trade_no; more is not an answer we can trust
+	stripeMaxResponse = 4 << 20 // bytes of one response body
+)
+
+// NewStripeQuerier returns the Stripe querier for c, calling the API at c.APIBaseURL over hc
+// (nil: a client with a 30 s timeout) with stripe-go's retries off (the reconciliation schedule
+// retries) and its logging off (paygw logs the errors it returns). Without channels.stripe.api_key
+// the error wraps ErrNoCredentials. Errors name configuration keys, never the key itself.
+func NewStripeQuerier(c config.Stripe, hc *http.Client) (Querier, error) {
+	if c.APIKey == "" {
+		return nil, fmt.Errorf("%w: stripe: channels.stripe.api_key is not set", ErrNoCredentials)
+	}
+	if !strings.HasPrefix(c.APIKey, "sk_") && !strings.HasPrefix(c.APIKey, "rk_") {
+		return nil, errors.New("channels: stripe: channels.stripe.api_key: must start with sk_ or rk_")
+	}
+	if u, err := url.Parse(c.APIBaseURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return nil, errors.New("channels: stripe: channels.stripe.api_base_url: must be an http(s) URL")
+	}
+	client := &http.Client{Timeout: 30 * time.Second}
+	if hc != nil {
+		copied := *hc
+		client = &copied
+	}
+	next := client.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	client.Transport = stripeTransport{next: next}
+
+	backends := stripe.NewBackendsWithConfig(&stripe.BackendConfig{
+		URL:               stripe.String(c.APIBaseURL),
+		MaxNetworkRetries: stripe.Int64(0),
+		HTTPClient:        client,
+		LeveledLogger:     &stripe.LeveledLogger{Level: stripe.LevelNull},
+	})
+	return &stripeQuerier{sc: stripe.NewClient(c.APIKey, stripe.WithBackends(backends))}, nil
+}
+
+func (s *stripeQuerier) Name() string { return "stripe" }
+
+// QueryTrade asks about q's PaymentIntents: the one q.ChannelRef names (pi_...), else every
+// PaymentIntent whose metadata.trade_no is q.TradeNo (Stripe's search, which lags writes by up to
+// a minute). A named PaymentIntent that was canceled closes nothing by itself: the buyer may have
+// paid the trade through another one, so the search is asked too before the answer is "closed".
+// latest_charge is expanded in the same request, so a refund costs no extra call.
+//
+// The answer (see stripeAnswer): any succeeded PaymentIntent -> TradePaid, or TradeRefunded when
+// a latest charge has amount_refunded; else any processing or requires_* -> TradeNotPaid; else
+// canceled -> TradeClosed; none -> TradeNotPaid.
+//
+// Errors: ErrQueryFailed when Stripe could not be asked or answered an error (transport, 401,
+// 404, 429, 5xx); ErrMalformed when a 2xx body does not decode, or names another trade.
+func (s *stripeQuerier) QueryTrade(ctx context.Context, q TradeQuery) (TradeAnswer, error) {
+	if !payment.ValidTradeNo(q.TradeNo) {
+		return TradeAnswer{}, fmt.Errorf("%w: stripe: trade_no is not 1-%d of [A-Za-z0-9_-]", ErrQueryFailed, payment.MaxTradeNo)
+	}
+	if q.ChannelRef == "" {
+		intents, err := s.search(ctx, q.TradeNo)
+		if err != nil {
+			return TradeAnswer{}, err
+		}
+		return stripeAnswer(q.TradeNo, intents)
+	}
+
+	if !strings.HasPrefix(q.ChannelRef, "pi_") || !validStripeID(q.ChannelRef) || len(q.ChannelRef) > maxChannelTxnID {
+		return TradeAnswer{}, fmt.Errorf("%w: stripe: channel_ref is not a PaymentIntent id", ErrQueryFailed)
+	}
+	pi, err := s.retrieve(ctx, q.ChannelRef)
+	if err != nil {
+		return TradeAnswer{}, err
+	}
+	intents := []*stripe.PaymentIntent{pi}
+	if pi.Status == stripe.PaymentIntentStatusCanceled && pi.Metadata["trade_no"] == q.TradeNo {
+		more, err := s.search(ctx, q.TradeNo)
+		if err != nil {
+			return TradeAnswer{}, err
+		}
+		intents = append(intents, more...)
+	}
+	return stripeAnswer(q.TradeNo, intents)
+}
+
+func (s *stripeQuerier) retrieve(ctx context.Context, id string) (_ *stripe.PaymentIntent, err error) {
+	defer stripeRecover(&err)
+	params := &stripe.PaymentIntentRetrieveParams{}
+	params.AddExpand("latest_charge")
+	status := new(int)
+	pi, err := s.sc.V1PaymentIntents.Retrieve(context.WithValue(ctx, stripeStatusKey{}, status), id, params)
+	if err != nil {
+		return nil, stripeQueryError(ctx, err, *status)
+	}
+	return pi, nil
+}
+
+func (s *stripeQuerier) search(ctx context.Context, tradeNo string) (_ []*stripe.PaymentIntent, err error) {
+	defer stripeRecover(&err)
+	params := &stripe.PaymentIntentSearchParams{SearchParams: stripe.SearchParams{
+		Query: stripeSearchQuery(tradeNo),
+		Limit: stripe.Int64(100),
+	}}
+	params.AddExpand("data.latest_charge")
+	status := new(int)
+	var intents []*stripe.PaymentIntent
+	for pi, err := range s.sc.V1PaymentIntents.Search(context.WithValue(ctx, stripeStatusKey{}, status), params) {
+		if err != nil {
+			return nil, stripeQueryError(ctx, err, *status)
+		}
+		if len(intents) == stripeMaxIntents {
+			return nil, fmt.Errorf("%w: stripe: more than %d PaymentIntents for one trade_no", ErrQueryFailed, stripeMaxIntents)
+		}
+		intents = append(intents, pi)
+	}
+	return intents, nil
+}
+
+// stripeRecover turns a panic inside stripe-go into ErrMalformed. stripe-go v82 panics on some
+// bodies it cannot have expected (a search result whose data holds null dereferences it), and a
+// response from the network must not take the process down.
+func stripeRecover(err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("%w: stripe: stripe-go failed on the response", ErrMalformed)
+	}
+}
+
+// stripeSearchQuery is the search for one trade_no, quoted as Stripe's query language quotes
+// strings. A trade_no is [A-Za-z0-9_-] already; the escaping keeps the query whole whatever it is.
+func stripeSearchQuery(tradeNo string) string {
+	escaped := strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(tradeNo)
+	return "metadata['trade_no']:'" + escaped + "'"
+}
+
+// stripeQueryError sorts a failed call: Stripe's own errors and transport failures are
+// ErrQueryFailed; a 2xx body stripe-go could not decode is ErrMalformed. status is the last HTTP
+// status the transport saw (0: none). Stripe's messages are left out: one of them quotes part of
+// the API key.
+func stripeQueryError(ctx context.Context, err error, status int) error {
+	var se *stripe.Error
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("%w: stripe: %w", ErrQueryFailed, ctx.Err())
+	case errors.Is(err, errStripeTooLarge):
+		return fmt.Errorf("%w: stripe: response larger than %d bytes", ErrMalformed, stripeMaxResponse)
+	case errors.As(err, &se):
+		words := strings.TrimSpace(stripeWord(string(se.Type)) + " " + stripeWord(string(se.Code)))
+		return fmt.Errorf("%w: stripe: HTTP %d %s", ErrQueryFailed, se.HTTPStatusCode, words)
+	case status >= 200 && status < 300:
+		return fmt.Errorf("%w: stripe: HTTP %d body does not decode as PaymentIntents", ErrMalformed, status)
+	case status != 0:
+		return fmt.Errorf("%w: stripe: HTTP %d", ErrQueryFailed, status)
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return fmt.Errorf("%w: stripe: %w", ErrQueryFailed, ue.Err)
+	}
+	return fmt.Errorf("%w: stripe: request failed", ErrQueryFailed)
+}
+
+// stripeWord keeps an error type or code (invalid_request_error, resource_missing) for the log,
+// and drops anything else.
+func stripeWord(s string) string {
+	if len(s) > 64 || strings.Trim(s, "abcdefghijklmnopqrstuvwxyz_") != "" {
+		return ""
+	}
+	return s
+}
+
+// stripeAnswer maps the PaymentIntents found for tradeNo to an answer. Every one must carry
+// metadata.trade_no = tradeNo: the search asked for exactly that, and a retrieved one that names
+// another trade is not about this order. Duplicates (the retrieved one found again by the search)
+// count once.
+//
+// Paid: one payment event per succeeded PaymentIntent, oldest first (a second one is a duplicate
+// payment for apply to flag), each followed by its refund when its latest charge has
+// amount_refunded: a KindRefund of that running total (RefundIsTotal), keyed
+// "query:refund:<pi>:<amount_refunded>" so that a later, larger refund is a new key while a
+// repeat of the same total adds nothing.
+func stripeAnswer(tradeNo string, intents []*stripe.PaymentIntent) (TradeAnswer, error) {
+	seen := make(map[string]bool, len(intents))
+	var unique []*stripe.PaymentIntent
+	for _, pi := range intents {
+		switch {
+		case pi == nil:
+			return TradeAnswer{}, fmt.Errorf("%w: stripe: a PaymentIntent is null", ErrMalformed)
+		case !strings.HasPrefix(pi.ID, "pi_") || !validStripeID(pi.ID):
+			return TradeAnswer{}, fmt.Errorf("%w: stripe: PaymentIntent id missing or not a pi_ id", ErrMalformed)
+		case pi.Metadata["trade_no"] != tradeNo:
+			return TradeAnswer{}, fmt.Errorf("%w: stripe: %s: metadata.trade_no is not the trade asked about", ErrMalformed, pi.ID)
+		case seen[pi.ID]:
+			continue
+		}
+		seen[pi.ID] = true
+		unique = append(unique, pi)
+	}
+	slices.SortStableFunc(unique, func(a, b *stripe.PaymentIntent) int {
+		return cmp.Or(cmp.Compare(a.Created, b.Created), strings.Compare(a.ID, b.ID))
+	})
+
+	var events []payment.Event
+	var statuses []string
+	var canceled *stripe.PaymentIntent
+	open, paid, refunded := false, false, false
+	for _, pi := range unique {
+		statuses = append(statuses, string(pi.Status))
+		switch {
+		case pi.Status == stripe.PaymentIntentStatusSucceeded:
+			evs, err := stripeQueryPayment(tradeNo, pi)
+			if err != nil {
+				return TradeAnswer{}, err
+			}
+			events = append(events, evs...)
+			paid, refunded = true, refunded || len(evs) > 1
+		case pi.Status == stripe.PaymentIntentStatusProcessing || strings.HasPrefix(string(pi.Status), "requires_"):
+			open = true
+		case pi.Status == stripe.PaymentIntentStatusCanceled:
+			canceled = pi // the newest, as they are sorted
+		default:
+			return TradeAnswer{}, fmt.Errorf("%w: stripe: %s: status %s", ErrMalformed, pi.ID, quote(string(pi.Status)))
+		}
+	}
+
+	answer := TradeAnswer{State: TradeNotPaid, Status: strings.Join(statuses, ",")}
+	switch {
+	case paid && refunded:
+		answer.State, answer.Events = TradeRefunded, events
+	case paid:
+		answer.State, answer.Events = TradePaid, events
+	case open:
+	case canceled != nil:
+		ev, err := stripeQueryClose(tradeNo, canceled)
+		if err != nil {
+			return TradeAnswer{}, err
+		}
+		answer.State, answer.Events = TradeClosed, []payment.Event{ev}
+	default:
+		answer.Status = "no PaymentIntent"
+	}
+	return answer, nil
+}
+
+// stripeQueryPayment is a succeeded PaymentIntent's payment, as payment_intent.succeeded would
+// report it (same channel transaction id, amount_received, currency), then its refund if any.
+func stripeQueryPayment(tradeNo string, pi *stripe.PaymentIntent) ([]payment.Event, error) {
+	currency, err := stripeIntentCurrency(pi)
+	if err != nil {
+		return nil, err
+	}
+	if pi.AmountReceived < 0 || pi.AmountReceived > maxFen {
+		return nil, fmt.Errorf("%w: stripe: %s: amount_received out of range", ErrMalformed, pi.ID)
+	}
+	if pi.Created <= 0 {
+		return nil, fmt.Errorf("%w: stripe: %s: created missing", ErrMalformed, pi.ID)
+	}
+	raw := stripeRaw(pi)
+	ev, err := checkEvent(payment.Event{
+		Channel: "stripe", NotifyID: QueryNotifyID(pi.ID), TradeNo: tradeNo, ChannelTxnID: pi.ID,
+		Kind: payment.KindPaid, Status: string(pi.Status), AmountFen: pi.AmountReceived, Currency: currency,
+		PaidAt: time.Unix(pi.Created, 0).UTC(), Raw: raw,
+	})
+	if err != nil {
+		return nil, err
+	}
+	events := []payment.Event{ev}
+
+	ch := pi.LatestCharge
+	if ch == nil || ch.AmountRefunded == 0 {
+		return events, nil
+	}
+	switch {
+	case ch.AmountRefunded < 0 || ch.AmountRefunded > maxFen:
+		return nil, fmt.Errorf("%w: stripe: %s: latest_charge.amount_refunded out of range", ErrMalformed, pi.ID)
+	case ch.PaymentIntent != nil && ch.PaymentIntent.ID != "" && ch.PaymentIntent.ID != pi.ID:
+		return nil, fmt.Errorf("%w: stripe: %s: latest_charge belongs to another PaymentIntent", ErrMalformed, pi.ID)
+	}
+	refundID := "query:refund:" + pi.ID + ":" + strconv.FormatInt(ch.AmountRefunded, 10)
+	status := "partially_refunded"
+	if ch.Refunded {
+		status = "refunded"
+	}
+	refund, err := checkEvent(payment.Event{
+		Channel: "stripe", NotifyID: refundID, TradeNo: tradeNo, ChannelTxnID: pi.ID, Kind: payment.KindRefund,
+		Status: status, AmountFen: ch.AmountRefunded, Currency: currency, Raw: raw,
+		RefundID: refundID, RefundFen: ch.AmountRefunded, RefundIsTotal: true,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return append(events, refund), nil
+}
+
+// stripeQueryClose is the close of a trade whose PaymentIntents were all canceled.
+func stripeQueryClose(tradeNo string, pi *stripe.PaymentIntent) (payment.Event, error) {
+	currency, err := stripeIntentCurrency(pi)
+	if err != nil {
+		return payment.Event{}, err
+	}
+	if pi.Amount < 0 || pi.Amount > maxFen {
+		return payment.Event{}, fmt.Errorf("%w: stripe: %s: amount out of range", ErrMalformed, pi.ID)
+	}
+	return checkEvent(payment.Event{
+		Channel: "stripe", NotifyID: "query:close:" + tradeNo, TradeNo: tradeNo, ChannelTxnID: pi.ID,
+		Kind: payment.KindClosed, Status: string(pi.Status), AmountFen: pi.Amount, Currency: currency, Raw: stripeRaw(pi),
+	})
+}
+
+func stripeIntentCurrency(pi *stripe.PaymentIntent) (string, error) {
+	c, err := stripeCurrency(string(pi.Currency))
+	if err != nil {
+		return "", fmt.Errorf("%w: stripe: %s: currency missing or not 3 letters", ErrMalformed, pi.ID)
+	}
+	return c, nil
+}
+
+// stripeRaw is the PaymentIntent's JSON as Stripe sent it (stripe-go keeps each search result's
+// own JSON), for the journal.
+func stripeRaw(pi *stripe.PaymentIntent) []byte {
+	if pi.LastResponse == nil {
+		return nil
+	}
+	return slices.Clone(pi.LastResponse.RawJSON)
+}
+
+// stripeStatusKey carries, in a request's context, where stripeTransport writes the HTTP status:
+// stripe-go reports a body it could not decode without it, and paygw tells a garbled 2xx
+// (ErrMalformed) from a proxy's HTML error page (ErrQueryFailed) by it.
+type stripeStatusKey struct{}
+
+// stripeTransport records each response's status for stripeQueryError and bounds the body.
+type stripeTransport struct{ next http.RoundTripper }
+
+func (t stripeTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(r)
+	if err != nil {
+		return nil, err
+	}
+	if p, ok := r.Context().Value(stripeStatusKey{}).(*int); ok {
+		*p = resp.StatusCode
+	}
+	resp.Body = &stripeLimitedBody{ReadCloser: resp.Body, left: stripeMaxResponse}
+	return resp, nil
+}
+
+var errStripeTooLarge = errors.New("response body too large")
+
+// stripeLimitedBody fails a read past stripeMaxResponse bytes, where io.LimitReader would cut the
+// body short and let a truncated JSON reach the decoder.
+type stripeLimitedBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (b *stripeLimitedBody) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if b.left == 0 { // all that is allowed is read: only the end may follow
+		var one [1]byte
+		n, err := b.ReadCloser.Read(one[:])
+		if n > 0 {
+			return 0, errStripeTooLarge
+		}
+		return 0, err
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
