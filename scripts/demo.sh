@@ -32,7 +32,8 @@ init() {
 
   # Sandbox keys for every channel, made once by the gateway's own simulator; it also writes
   # .demo/channels.yaml, the channels: block that trusts them.
-  if [ ! -s "$DEMO/keys.json" ] || [ ! -s "$DEMO/channels.yaml" ]; then
+  # Keys from before the fake channel (no outbound block) are made again.
+  if [ ! -s "$DEMO/keys.json" ] || ! grep -q gateway_url "$DEMO/channels.yaml" 2>/dev/null; then
     [ -x "$BIN" ] || die "$BIN not found; run 'make build' first (or just 'make run')"
     log "generating sandbox keys for every channel in .demo/ (paygw simulate keys)"
     "$BIN" simulate keys --out "$DEMO" >/dev/null
@@ -102,6 +103,16 @@ try_it() {
 
  # 4. the payment: paid once, stock taken once
  curl $base/v1/payments/<trade_no> -H "Authorization: Bearer \$TOKEN"
+
+ # 5. a lost notification, found by asking the channel (a fake one runs on 127.0.0.1:8090):
+ #    an order whose buyer is sent to Alipay, paid there, its notification dropped
+ curl -X POST $base/v1/orders -H "Authorization: Bearer \$TOKEN" \\
+      -H 'Content-Type: application/json' -H 'Idempotency-Key: demo-2' \\
+      -d '{"user_id":123,"sku":"A-100","num":1,"channel":"alipay"}'
+ curl -X POST 127.0.0.1:8090/_sim/trades -d '{"channel":"alipay","trade_no":"<trade_no>",
+      "amount_fen":1999,"status":"paid","drop_notify":true}'
+ bin/paygw reconcile query --config .demo/paygw.yaml --older-than 0s
+ curl $base/v1/payments/<trade_no> -H "Authorization: Bearer \$TOKEN"   # PAID, source "query"
 ==================================================================
 
 EOF
@@ -113,8 +124,13 @@ run() {
   log "bin/paygw migrate"
   "$BIN" migrate --config "$CONFIG" || die "migrate failed (are the services up? scripts/services.sh status)"
   try_it
+  log "bin/paygw simulate serve: fake channels on 127.0.0.1:8090 (log .demo/fake.log)"
+  "$BIN" simulate serve --keys "$DEMO" --notify "http://127.0.0.1:$PAYGW_HTTP_PORT" \
+    --state "$DEMO/fake-trades.json" >"$DEMO/fake.log" 2>&1 &
+  local fake=$!
+  trap 'kill "$fake" 2>/dev/null || true' EXIT
   log "bin/paygw serve (Ctrl-C to stop)"
-  exec "$BIN" serve --config "$CONFIG"
+  "$BIN" serve --config "$CONFIG"
 }
 
 case "${1:-run}" in
