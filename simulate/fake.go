@@ -168,5 +168,6 @@ func (f *Fake) askedCounts(w http.ResponseWriter, _ *http.Request) {
 
 // channelRoutes mounts each channel's API as the fake serves it.
 func (f *Fake) channelRoutes(mux *http.ServeMux) {
-	_ = mux // each channel's endpoints are added here, one line a channel
+	f.alipayRoutes(mux)
+	f.wechatPayRoutes(mux)
 }
