@@ -38,6 +38,7 @@ type querySandbox struct {
 	channels map[string]Channel
 	queriers map[string]Querier
 	appKey   *rsa.PrivateKey // the merchant's Alipay app key, to build queriers with
+	mchKey   *rsa.PrivateKey // the merchant's WeChat Pay API key
 }
 
 var (
@@ -92,10 +93,13 @@ func newQuerySandbox() (*querySandbox, error) {
 	if s.queriers["alipay"], err = NewAlipayQuerier(s.cfg.Channels.Alipay, s.channels["alipay"].(*Alipay), nil); err != nil {
 		return nil, err
 	}
+	if s.queriers["wechatpay"], err = NewWeChatPayQuerier(s.cfg.Channels.WeChatPay, s.channels["wechatpay"].(*WeChatPay), nil); err != nil {
+		return nil, err
+	}
 	for _, k := range []struct {
 		dst  **rsa.PrivateKey
 		file string
-	}{{&s.appKey, s.man.Alipay.AppPrivateKeyFile}} {
+	}{{&s.appKey, s.man.Alipay.AppPrivateKeyFile}, {&s.mchKey, s.man.WeChatPay.MerchantPrivateKeyFile}} {
 		b, err := os.ReadFile(filepath.Join(dir, k.file))
 		if err != nil {
 			return nil, err
