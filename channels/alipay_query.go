@@ -128,8 +128,8 @@ func alipaySDKError(err error) error {
 		return fmt.Errorf("%w: alipay: response not signed (error_response, or no sign)", ErrBadSignature)
 	case errors.Is(err, rsa.ErrVerification):
 		return fmt.Errorf("%w: alipay: response sign does not match", ErrBadSignature)
-	case errors.As(err, &notBase64):
-		return fmt.Errorf("%w: alipay: response sign is not base64", ErrBadSignature)
+	case errors.As(err, &notBase64): // sign, or a node in the encrypted form we never ask for
+		return fmt.Errorf("%w: alipay: response sign (or encrypted node) is not base64", ErrBadSignature)
 	case errors.Is(err, alipay.ErrAliPublicKeyNotFound):
 		return fmt.Errorf("%w: alipay: response names an alipay_cert_sn we hold no key for", ErrBadSignature)
 	default:
@@ -177,7 +177,8 @@ func alipayAnswer(asked string, rsp *alipay.TradeQueryRsp, body []byte) (TradeAn
 		Subject:      rsp.Subject,
 		Raw:          bytes.Clone(body),
 	}
-	if rsp.TotalAmount != "" || status != "TRADE_CLOSED" {
+	paid := status != "TRADE_CLOSED" || rsp.SendPayDate != ""
+	if paid || rsp.TotalAmount != "" { // a trade closed unpaid may leave it out
 		fen, err := ParseYuan(rsp.TotalAmount)
 		if err != nil {
 			return TradeAnswer{}, fmt.Errorf("alipay: total_amount: %w", err)
@@ -200,19 +201,19 @@ func alipayAnswer(asked string, rsp *alipay.TradeQueryRsp, body []byte) (TradeAn
 		}
 		ev.Kind, ev.NotifyID = payment.KindPaid, QueryNotifyID(ev.ChannelTxnID)
 		answer = TradeAnswer{State: TradePaid, Events: []payment.Event{ev}}
-	case status == "TRADE_CLOSED" && rsp.SendPayDate != "":
-		// Closed after a payment: refunded in full. The refund's id is not in the answer; the
-		// refund is a running total (RefundIsTotal), so it and the refund notification, whatever
-		// their ids, count the money once between them.
+	case paid:
+		// TRADE_CLOSED after a payment: refunded in full. The refund's id is not in the answer;
+		// the refund is a running total (RefundIsTotal), so it and the refund notification,
+		// whatever their ids, count the money once between them.
 		if ev.ChannelTxnID == "" {
 			return TradeAnswer{}, fmt.Errorf("%w: alipay: trade_no missing", ErrMalformed)
 		}
-		paid := ev
-		paid.Kind, paid.NotifyID = payment.KindPaid, QueryNotifyID(ev.ChannelTxnID)
+		payEv := ev
+		payEv.Kind, payEv.NotifyID = payment.KindPaid, QueryNotifyID(ev.ChannelTxnID)
 		refund := ev
 		refund.Kind, refund.NotifyID, refund.RefundID = payment.KindRefund, "query:refund:"+ev.ChannelTxnID, "query:refund:"+ev.ChannelTxnID
 		refund.RefundFen, refund.RefundIsTotal = ev.AmountFen, true
-		answer = TradeAnswer{State: TradeRefunded, Events: []payment.Event{paid, refund}}
+		answer = TradeAnswer{State: TradeRefunded, Events: []payment.Event{payEv, refund}}
 	default: // TRADE_CLOSED, never paid
 		ev.Kind, ev.NotifyID = payment.KindClosed, "query:close:"+asked
 		answer = TradeAnswer{State: TradeClosed, Events: []payment.Event{ev}}
