@@ -430,3 +430,31 @@ func writePEM(tb testing.TB, b []byte) string {
 	}
 	return path
 }
+
+// TestQueryConcurrent: one querier per channel asked about many trades at once; each answer is
+// its own trade's (the response a query reads is kept per request, never shared).
+func TestQueryConcurrent(t *testing.T) {
+	s := testQuerySandbox(t)
+	for _, channel := range []string{"alipay", "wechatpay"} {
+		t.Run(channel, func(t *testing.T) {
+			trades := make([]simulate.FakeTrade, 16)
+			for i := range trades {
+				trades[i] = s.add(t, simulate.FakeTrade{Channel: channel, TradeNo: newTradeNo("CC"), AmountFen: int64(100 + i), Status: simulate.FakePaid})
+			}
+			var wg sync.WaitGroup
+			for _, tr := range trades {
+				wg.Go(func() {
+					a, err := s.queriers[channel].QueryTrade(context.Background(), TradeQuery{TradeNo: tr.TradeNo})
+					switch {
+					case err != nil:
+						t.Errorf("%s: %v", tr.TradeNo, err)
+					case len(a.Events) != 1 || a.Events[0].TradeNo != tr.TradeNo || a.Events[0].AmountFen != tr.AmountFen ||
+						a.Events[0].ChannelTxnID != tr.TxnID || !strings.Contains(string(a.Events[0].Raw), tr.TradeNo):
+						t.Errorf("%s: answer %s with %d events", tr.TradeNo, a.State, len(a.Events))
+					}
+				})
+			}
+			wg.Wait()
+		})
+	}
+}

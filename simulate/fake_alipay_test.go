@@ -287,7 +287,7 @@ func TestFakeAlipayCorrupt(t *testing.T) {
 	}
 }
 
-// TestFakeAlipayWithSDK: the smartwalle/alipay client, as its README configures it, reads the
+// TestFakeAlipayWithSDK: the smartwalle/alipay client, in its ordinary public-key set-up, reads the
 // fake's answers: the request signature it makes is the one the fake checks, and the response
 // signature it checks is the one the fake makes.
 func TestFakeAlipayWithSDK(t *testing.T) {

@@ -162,7 +162,7 @@ func (r rewriteHost) RoundTrip(req *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(req)
 }
 
-// TestFakeWeChatPayWithSDK: the official SDK, configured as its README configures public-key
+// TestFakeWeChatPayWithSDK: the official SDK, with its ready-made option for public-key
 // mode, reads the fake's answers with its own signer and response validator; a corrupted
 // answer is refused by the same validator.
 func TestFakeWeChatPayWithSDK(t *testing.T) {
