@@ -29,7 +29,6 @@ import (
 // must be JSON that every reader reads alike (strictJSON) before any of it is believed.
 type AlipayQuerier struct {
 	client *alipay.Client
-	v      *Alipay
 }
 
 var _ Querier = (*AlipayQuerier)(nil)
@@ -84,13 +83,13 @@ func NewAlipayQuerier(c config.Alipay, v *Alipay, hc *http.Client) (Querier, err
 	if err := client.LoadAliPayPublicKey(string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}))); err != nil {
 		return nil, fmt.Errorf(p+"loading the Alipay public key into the SDK: %w", err)
 	}
-	return &AlipayQuerier{client: client, v: v}, nil
+	return &AlipayQuerier{client: client}, nil
 }
 
 // Name is the channel asked.
 func (q *AlipayQuerier) Name() string { return "alipay" }
 
-// QueryTrade asks Alipay about q.TradeNo by out_trade_no.
+// QueryTrade asks Alipay about tq.TradeNo by out_trade_no.
 //
 // Answers: code 10000 with TRADE_SUCCESS or TRADE_FINISHED is paid; TRADE_CLOSED with
 // send_pay_date is paid then refunded in full, without it closed unpaid; WAIT_BUYER_PAY, code

@@ -87,7 +87,7 @@ func NewWeChatPayQuerier(c config.WeChatPay, v *WeChatPay, hc *http.Client) (Que
 // Name is the channel asked.
 func (q *WeChatPayQuerier) Name() string { return "wechatpay" }
 
-// QueryTrade asks WeChat about q.TradeNo: GET /v3/pay/transactions/out-trade-no/{out_trade_no}.
+// QueryTrade asks WeChat about tq.TradeNo: GET /v3/pay/transactions/out-trade-no/{out_trade_no}.
 // The order query is the same for Native, JSAPI, app and H5 payments.
 //
 // Answers by trade_state: SUCCESS is paid; REFUND is paid, then (partly or wholly) refunded;
