@@ -211,6 +211,8 @@ func (f *Fake) askedCounts(w http.ResponseWriter, _ *http.Request) {
 
 // channelRoutes mounts each channel's API as the fake serves it.
 func (f *Fake) channelRoutes(mux *http.ServeMux) {
+	f.alipayRoutes(mux)
+	f.wechatPayRoutes(mux)
 	f.stripeRoutes(mux)
 	f.unionPayRoutes(mux)
 }

@@ -1,0 +1,527 @@
+package channels
+
+import (
+	"bytes"
+	"context"
+	"crypto"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/paygw/paygw/config"
+	"github.com/paygw/paygw/payment"
+	"github.com/paygw/paygw/simulate"
+)
+
+// querySandbox is one set of sandbox keys, the fake channel serving them over HTTP, and the
+// verifiers and queriers a gateway configured with the generated channels.yaml builds.
+type querySandbox struct {
+	man      simulate.Manifest
+	cfg      *config.Config
+	fake     *simulate.Fake
+	url      string // the fake's base URL
+	signers  map[string]simulate.Signer
+	channels map[string]Channel
+	queriers map[string]Querier
+	appKey   *rsa.PrivateKey // the merchant's Alipay app key, to build queriers with
+	mchKey   *rsa.PrivateKey // the merchant's WeChat Pay API key
+}
+
+var (
+	sandboxOnce sync.Once
+	sandbox     *querySandbox
+	sandboxErr  error
+)
+
+// testQuerySandbox builds the sandbox once for the package's tests: key generation is slow.
+// Everything is read into memory, so the key directory is gone when it returns.
+func testQuerySandbox(tb testing.TB) *querySandbox {
+	tb.Helper()
+	sandboxOnce.Do(func() { sandbox, sandboxErr = newQuerySandbox() })
+	if sandboxErr != nil {
+		tb.Fatal(sandboxErr)
+	}
+	return sandbox
+}
+
+func newQuerySandbox() (*querySandbox, error) {
+	dir, err := os.MkdirTemp("", "paygw-query-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	s := &querySandbox{channels: map[string]Channel{}, queriers: map[string]Querier{}}
+	if s.man, err = simulate.WriteKeys(dir, time.Now()); err != nil {
+		return nil, err
+	}
+	if s.signers, err = simulate.LoadSigners(dir); err != nil {
+		return nil, err
+	}
+	if s.fake, err = simulate.NewFake(dir, ""); err != nil {
+		return nil, err
+	}
+	srv := httptest.NewServer(s.fake.Handler()) // lives as long as the test binary
+	s.url = srv.URL
+	s.cfg, err = config.Load(s.man.ConfigPath, []string{
+		"PAYGW_CHANNELS__ALIPAY__GATEWAY_URL=" + srv.URL + "/gateway.do",
+		"PAYGW_CHANNELS__WECHATPAY__API_BASE_URL=" + srv.URL,
+	})
+	if err != nil {
+		return nil, err
+	}
+	chs, err := FromConfig(s.cfg.Channels)
+	if err != nil {
+		return nil, err
+	}
+	for _, ch := range chs {
+		s.channels[ch.Name()] = ch
+	}
+	if s.queriers["alipay"], err = NewAlipayQuerier(s.cfg.Channels.Alipay, s.channels["alipay"].(*Alipay), nil); err != nil {
+		return nil, err
+	}
+	if s.queriers["wechatpay"], err = NewWeChatPayQuerier(s.cfg.Channels.WeChatPay, s.channels["wechatpay"].(*WeChatPay), nil); err != nil {
+		return nil, err
+	}
+	for _, k := range []struct {
+		dst  **rsa.PrivateKey
+		file string
+	}{{&s.appKey, s.man.Alipay.AppPrivateKeyFile}, {&s.mchKey, s.man.WeChatPay.MerchantPrivateKeyFile}} {
+		b, err := os.ReadFile(filepath.Join(dir, k.file))
+		if err != nil {
+			return nil, err
+		}
+		if *k.dst, err = parseRSAPrivateKey(b); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// tradeSeq makes every test's trade_no its own: the fake's store is shared.
+var tradeSeq atomic.Int64
+
+func newTradeNo(prefix string) string {
+	return fmt.Sprintf("%s%d-%d", prefix, time.Now().UnixNano()%1e9, tradeSeq.Add(1))
+}
+
+// add records a trade at the fake, paid a minute ago (whole seconds, as the channels write time).
+func (s *querySandbox) add(tb testing.TB, t simulate.FakeTrade) simulate.FakeTrade {
+	tb.Helper()
+	if t.PaidAt.IsZero() {
+		t.PaidAt = time.Now().Add(-time.Minute).Truncate(time.Second)
+	}
+	t, err := s.fake.Add(context.Background(), t)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return t
+}
+
+// notified is the event the channel's notification of t maps to: signed by the simulator, read
+// by the verifier. status is the simulator's (paid, refund).
+func (s *querySandbox) notified(tb testing.TB, t simulate.FakeTrade, status string) payment.Event {
+	tb.Helper()
+	m, err := s.signers[t.Channel].Sign(simulate.Payment{TradeNo: t.TradeNo, AmountFen: t.AmountFen, Currency: t.Currency,
+		TxnID: t.TxnID, Time: t.PaidAt, Status: status, RefundFen: t.RefundFen})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ev, err := s.channels[t.Channel].Verify(m.Body, m.Header, time.Now())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return ev
+}
+
+// sameMoney fails unless the query's event and the notification's name one payment: trade,
+// transaction id, kind, amount, currency and time.
+func sameMoney(t *testing.T, what string, got, want payment.Event) {
+	t.Helper()
+	if got.TradeNo != want.TradeNo || got.ChannelTxnID != want.ChannelTxnID || got.Kind != want.Kind ||
+		got.AmountFen != want.AmountFen || got.Currency != want.Currency || !got.PaidAt.Equal(want.PaidAt) ||
+		got.RefundFen != want.RefundFen || got.RefundIsTotal != want.RefundIsTotal || got.Channel != want.Channel {
+		t.Errorf("%s:\n query        %+v\n notification %+v", what, brief(got), brief(want))
+	}
+}
+
+func brief(ev payment.Event) string {
+	return fmt.Sprintf("{%s %s trade=%s txn=%s amount=%d %s at=%s refund=%d total=%v notify=%s}", ev.Channel, ev.Kind,
+		ev.TradeNo, ev.ChannelTxnID, ev.AmountFen, ev.Currency, ev.PaidAt.UTC().Format(time.RFC3339), ev.RefundFen, ev.RefundIsTotal, ev.NotifyID)
+}
+
+func wantErr(t *testing.T, err, sentinel error, what string) {
+	t.Helper()
+	if !errors.Is(err, sentinel) {
+		t.Errorf("%s: error %v, want %v", what, err, sentinel)
+	}
+}
+
+// TestAlipayQuery: each state of a trade at the fake, asked over HTTP and read back as the
+// notification of the same trade reads.
+func TestAlipayQuery(t *testing.T) {
+	s := testQuerySandbox(t)
+	q := s.queriers["alipay"]
+	ask := func(t *testing.T, tradeNo string) TradeAnswer {
+		t.Helper()
+		before := s.fake.Asked("alipay", tradeNo)
+		a, err := q.QueryTrade(context.Background(), TradeQuery{TradeNo: tradeNo})
+		if err != nil {
+			t.Fatalf("QueryTrade: %v", err)
+		}
+		if n := s.fake.Asked("alipay", tradeNo); n != before+1 {
+			t.Errorf("the fake was asked %d times, want once", n-before)
+		}
+		return a
+	}
+
+	t.Run("paid", func(t *testing.T) {
+		tr := s.add(t, simulate.FakeTrade{Channel: "alipay", TradeNo: newTradeNo("AP"), AmountFen: 8888, Status: simulate.FakePaid})
+		a := ask(t, tr.TradeNo)
+		if a.State != TradePaid || a.Status != "TRADE_SUCCESS" || len(a.Events) != 1 {
+			t.Fatalf("answer %s %s with %d events, want PAID TRADE_SUCCESS with 1", a.State, a.Status, len(a.Events))
+		}
+		ev := a.Events[0]
+		sameMoney(t, "paid", ev, s.notified(t, tr, simulate.StatusPaid))
+		if ev.NotifyID != QueryNotifyID(tr.TxnID) || ev.Status != "TRADE_SUCCESS" || !bytes.Contains(ev.Raw, []byte(`"alipay_trade_query_response"`)) {
+			t.Errorf("notify id %q, status %q, raw %q", ev.NotifyID, ev.Status, ev.Raw)
+		}
+	})
+	t.Run("refunded in full", func(t *testing.T) {
+		tr := s.add(t, simulate.FakeTrade{Channel: "alipay", TradeNo: newTradeNo("AR"), AmountFen: 1250, Status: simulate.FakeRefunded})
+		a := ask(t, tr.TradeNo)
+		if a.State != TradeRefunded || a.Status != "TRADE_CLOSED" || len(a.Events) != 2 {
+			t.Fatalf("answer %s %s with %d events, want PAID_REFUNDED TRADE_CLOSED with 2", a.State, a.Status, len(a.Events))
+		}
+		sameMoney(t, "payment", a.Events[0], s.notified(t, tr, simulate.StatusPaid))
+		sameMoney(t, "refund", a.Events[1], s.notified(t, tr, simulate.StatusRefund))
+		want := "query:refund:" + tr.TxnID
+		if r := a.Events[1]; r.RefundID != want || r.NotifyID != want {
+			t.Errorf("refund id %q notify id %q, want %q", r.RefundID, r.NotifyID, want)
+		}
+		if a.Events[0].NotifyID != QueryNotifyID(tr.TxnID) {
+			t.Errorf("payment notify id %q", a.Events[0].NotifyID)
+		}
+	})
+	t.Run("partly refunded", func(t *testing.T) {
+		// Alipay keeps a partly refunded trade TRADE_SUCCESS: the query sees the payment only.
+		tr := s.add(t, simulate.FakeTrade{Channel: "alipay", TradeNo: newTradeNo("AQ"), AmountFen: 1000, RefundFen: 300, Status: simulate.FakeRefunded})
+		a := ask(t, tr.TradeNo)
+		if a.State != TradePaid || len(a.Events) != 1 {
+			t.Fatalf("answer %s with %d events, want PAID with 1", a.State, len(a.Events))
+		}
+		sameMoney(t, "payment", a.Events[0], s.notified(t, tr, simulate.StatusPaid))
+	})
+	t.Run("closed", func(t *testing.T) {
+		tr := s.add(t, simulate.FakeTrade{Channel: "alipay", TradeNo: newTradeNo("AC"), AmountFen: 500, Status: simulate.FakeClosed})
+		a := ask(t, tr.TradeNo)
+		if a.State != TradeClosed || a.Status != "TRADE_CLOSED" || len(a.Events) != 1 {
+			t.Fatalf("answer %s %s with %d events, want CLOSED with 1", a.State, a.Status, len(a.Events))
+		}
+		ev := a.Events[0]
+		if ev.Kind != payment.KindClosed || ev.NotifyID != "query:close:"+tr.TradeNo || ev.TradeNo != tr.TradeNo ||
+			ev.ChannelTxnID != tr.TxnID || ev.AmountFen != 500 {
+			t.Errorf("close event %s", brief(ev))
+		}
+	})
+	t.Run("pending", func(t *testing.T) {
+		tr := s.add(t, simulate.FakeTrade{Channel: "alipay", TradeNo: newTradeNo("AW"), AmountFen: 500, Status: simulate.FakePending})
+		if a := ask(t, tr.TradeNo); a.State != TradeNotPaid || a.Status != "WAIT_BUYER_PAY" || len(a.Events) != 0 {
+			t.Errorf("answer %+v, want NOT_PAID WAIT_BUYER_PAY without events", a)
+		}
+	})
+	t.Run("not found", func(t *testing.T) {
+		if a := ask(t, newTradeNo("AN")); a.State != TradeNotPaid || a.Status != "ACQ.TRADE_NOT_EXIST" || len(a.Events) != 0 {
+			t.Errorf("answer %+v, want NOT_PAID ACQ.TRADE_NOT_EXIST without events", a)
+		}
+	})
+	t.Run("bad signature", func(t *testing.T) {
+		tr := s.add(t, simulate.FakeTrade{Channel: "alipay", TradeNo: newTradeNo("AB"), AmountFen: 100, Status: simulate.FakePaid})
+		s.fake.CorruptAlipaySignatures(true)
+		defer s.fake.CorruptAlipaySignatures(false)
+		a, err := q.QueryTrade(context.Background(), TradeQuery{TradeNo: tr.TradeNo})
+		wantErr(t, err, ErrBadSignature, "a wrongly signed answer")
+		if a.State != "" || a.Events != nil {
+			t.Errorf("an answer came with the error: %+v", a)
+		}
+		_, err = q.QueryTrade(context.Background(), TradeQuery{TradeNo: newTradeNo("AB")})
+		wantErr(t, err, ErrBadSignature, "a wrongly signed not-found")
+	})
+	t.Run("request signed with another app key", func(t *testing.T) {
+		// The fake refuses the request (isv.invalid-signature, signed): Alipay could not be asked.
+		c := s.cfg.Channels.Alipay
+		c.AppPrivateKeyFile = writeKeyFile(t, newRSAKey(t))
+		other, err := NewAlipayQuerier(c, s.channels["alipay"].(*Alipay), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tradeNo := newTradeNo("AK")
+		_, err = other.QueryTrade(context.Background(), TradeQuery{TradeNo: tradeNo})
+		wantErr(t, err, ErrQueryFailed, "a request the gateway refused")
+		if !strings.Contains(fmt.Sprint(err), "isv.invalid-signature") {
+			t.Errorf("error %v does not say why", err)
+		}
+		if n := s.fake.Asked("alipay", tradeNo); n != 0 {
+			t.Errorf("the fake looked the trade up %d times for an unsigned request", n)
+		}
+	})
+}
+
+var (
+	rsaKeyOnce sync.Once
+	rsaKey     *rsa.PrivateKey
+)
+
+// newRSAKey is a 2048-bit key that none of the sandbox's parties holds.
+func newRSAKey(tb testing.TB) *rsa.PrivateKey {
+	tb.Helper()
+	rsaKeyOnce.Do(func() {
+		k, err := rsa.GenerateKey(rand.Reader, 2048)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		rsaKey = k
+	})
+	return rsaKey
+}
+
+func pemPKCS1(key *rsa.PrivateKey) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+}
+
+func writeKeyFile(tb testing.TB, key *rsa.PrivateKey) string {
+	tb.Helper()
+	path := filepath.Join(tb.TempDir(), "key.pem")
+	if err := os.WriteFile(path, simulate.PEMPrivateKey(key), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return path
+}
+
+// alipaySigned is a response as Alipay writes it: node signed with key, sign after the node, or
+// before it when signFirst.
+func alipaySigned(tb testing.TB, key *rsa.PrivateKey, node string, signFirst bool) string {
+	tb.Helper()
+	sum := sha256.Sum256([]byte(node))
+	sig, err := rsa.SignPKCS1v15(rand.Reader, key, crypto.SHA256, sum[:])
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sign := `"sign":"` + base64.StdEncoding.EncodeToString(sig) + `"`
+	if signFirst {
+		return `{` + sign + `,"alipay_trade_query_response":` + node + `}`
+	}
+	return `{"alipay_trade_query_response":` + node + `,` + sign + `}`
+}
+
+// alipayServer answers every request with status and body, and counts the requests.
+func alipayServer(t *testing.T, status int, body string) (*httptest.Server, *atomic.Int32) {
+	t.Helper()
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		w.Header().Set("Content-Type", "application/json;charset=utf-8")
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(body))
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &n
+}
+
+// alipayQuerierAt is the sandbox's Alipay querier sending to url.
+func alipayQuerierAt(t *testing.T, s *querySandbox, url string) Querier {
+	t.Helper()
+	c := s.cfg.Channels.Alipay
+	c.GatewayURL = url
+	c.AppPrivateKeyFile = writeKeyFile(t, s.appKey)
+	q, err := NewAlipayQuerier(c, s.channels["alipay"].(*Alipay), &http.Client{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+// TestAlipayQueryResponses: responses the fake never sends, each in front of the querier.
+func TestAlipayQueryResponses(t *testing.T) {
+	s := testQuerySandbox(t)
+	key := s.signers["alipay"].(simulate.AlipaySigner).Key // the sandbox "Alipay" key
+	const tradeNo = "T20260501-0001"
+	paid := `{"code":"10000","msg":"Success","buyer_pay_amount":"12.34","out_trade_no":"` + tradeNo + `",` +
+		`"send_pay_date":"2026-05-01 10:00:00","total_amount":"12.34","trade_no":"2026050122001400000000000001","trade_status":"%s"}`
+	node := func(status string) string { return fmt.Sprintf(paid, status) }
+
+	tests := map[string]struct {
+		status int
+		body   string
+		want   error      // nil: an answer
+		state  TradeState // when want is nil
+	}{
+		"sign before the node":           {200, alipaySigned(t, key, node("TRADE_SUCCESS"), true), nil, TradePaid},
+		"TRADE_FINISHED":                 {200, alipaySigned(t, key, node("TRADE_FINISHED"), false), nil, TradePaid},
+		"10003 paying":                   {200, alipaySigned(t, key, `{"code":"10003","msg":"order success pay inprocess","out_trade_no":"`+tradeNo+`"}`, false), nil, TradeNotPaid},
+		"node with spaces":               {200, alipaySigned(t, key, strings.ReplaceAll(node("TRADE_SUCCESS"), ",", " , "), false), nil, TradePaid},
+		"another out_trade_no":           {200, alipaySigned(t, key, strings.ReplaceAll(node("TRADE_SUCCESS"), tradeNo, "T20260501-0002"), false), ErrMalformed, ""},
+		"out_trade_no missing":           {200, alipaySigned(t, key, strings.ReplaceAll(node("TRADE_SUCCESS"), `"out_trade_no":"`+tradeNo+`",`, ""), false), ErrMalformed, ""},
+		"unknown trade_status":           {200, alipaySigned(t, key, node("TRADE_PAID"), false), ErrMalformed, ""},
+		"amount with three decimals":     {200, alipaySigned(t, key, strings.ReplaceAll(node("TRADE_SUCCESS"), `"total_amount":"12.34"`, `"total_amount":"12.345"`), false), ErrMalformed, ""},
+		"amount as a number":             {200, alipaySigned(t, key, strings.ReplaceAll(node("TRADE_SUCCESS"), `"total_amount":"12.34"`, `"total_amount":12.34`), false), ErrMalformed, ""},
+		"bad send_pay_date":              {200, alipaySigned(t, key, strings.ReplaceAll(node("TRADE_SUCCESS"), "2026-05-01 10:00:00", "2026-05-01T10:00:00Z"), false), ErrMalformed, ""},
+		"refunded, total_amount missing": {200, alipaySigned(t, key, strings.ReplaceAll(node("TRADE_CLOSED"), `,"total_amount":"12.34"`, ""), false), ErrMalformed, ""},
+		"trade_no missing":               {200, alipaySigned(t, key, strings.ReplaceAll(node("TRADE_SUCCESS"), `,"trade_no":"2026050122001400000000000001"`, ""), false), ErrMalformed, ""},
+		"trade_no too long":              {200, alipaySigned(t, key, strings.ReplaceAll(node("TRADE_SUCCESS"), "2026050122001400000000000001", strings.Repeat("9", 129)), false), ErrMalformed, ""},
+		"duplicate key in the node":      {200, alipaySigned(t, key, strings.Replace(node("TRADE_SUCCESS"), `{`, `{"trade_status":"WAIT_BUYER_PAY",`, 1), false), ErrMalformed, ""},
+		"node twice": {200, `{"alipay_trade_query_response":` + node("WAIT_BUYER_PAY") + `,` +
+			strings.TrimPrefix(alipaySigned(t, key, node("TRADE_SUCCESS"), false), `{`), ErrMalformed, ""},
+		"signed null":            {200, alipaySigned(t, key, `null`, false), ErrMalformed, ""},
+		"service unavailable":    {200, alipaySigned(t, key, `{"code":"20000","msg":"Service Currently Unavailable","sub_code":"isp.unknow-error"}`, false), ErrQueryFailed, ""},
+		"other business failure": {200, alipaySigned(t, key, `{"code":"40004","msg":"Business Failed","sub_code":"ACQ.SYSTEM_ERROR"}`, false), ErrQueryFailed, ""},
+		"signed by another key":  {200, alipaySigned(t, newRSAKey(t), node("TRADE_SUCCESS"), false), ErrBadSignature, ""},
+		"sign not base64":        {200, `{"alipay_trade_query_response":` + node("TRADE_SUCCESS") + `,"sign":"***"}`, ErrBadSignature, ""},
+		"unsigned node":          {200, `{"alipay_trade_query_response":` + node("TRADE_SUCCESS") + `}`, ErrBadSignature, ""},
+		"unsigned error_response": {200, `{"error_response":{"code":"40002","msg":"Invalid Arguments","sub_code":"isv.invalid-app-id"}}`,
+			ErrBadSignature, ""},
+		"unsigned not found": {200, `{"alipay_trade_query_response":{"code":"40004","msg":"Business Failed","sub_code":"ACQ.TRADE_NOT_EXIST"}}`,
+			ErrBadSignature, ""},
+		// The SDK would download an unknown certificate in production mode; this querier never does.
+		"unknown alipay_cert_sn": {200, strings.Replace(alipaySigned(t, newRSAKey(t), node("TRADE_SUCCESS"), false), `{`, `{"alipay_cert_sn":"0123456789abcdef",`, 1),
+			ErrBadSignature, ""},
+		"signed, then edited":             {200, strings.Replace(alipaySigned(t, key, node("WAIT_BUYER_PAY"), false), "WAIT_BUYER_PAY", "TRADE_SUCCESS", 1), ErrBadSignature, ""},
+		"not JSON":                        {200, `<html>busy</html>`, ErrMalformed, ""},
+		"neither node nor error_response": {200, `{"sign":"AAAA"}`, ErrMalformed, ""},
+		"HTTP 502":                        {502, alipaySigned(t, key, node("TRADE_SUCCESS"), false), ErrQueryFailed, ""},
+		"HTTP 404":                        {404, `not found`, ErrQueryFailed, ""},
+		"too long":                        {200, alipaySigned(t, key, strings.Replace(node("TRADE_SUCCESS"), `"msg":"Success"`, `"msg":"`+strings.Repeat("x", queryResponseLimit)+`"`, 1), false), ErrQueryFailed, ""},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			srv, n := alipayServer(t, tt.status, tt.body)
+			a, err := alipayQuerierAt(t, s, srv.URL+"/gateway.do").QueryTrade(context.Background(), TradeQuery{TradeNo: tradeNo})
+			if got := n.Load(); got != 1 {
+				t.Errorf("%d requests, want exactly 1 (no certificate download, no retry)", got)
+			}
+			if tt.want != nil {
+				wantErr(t, err, tt.want, name)
+				for _, other := range []error{ErrQueryFailed, ErrBadSignature, ErrMalformed} {
+					if other != tt.want && errors.Is(err, other) {
+						t.Errorf("error %v is also %v", err, other)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("QueryTrade: %v", err)
+			}
+			if a.State != tt.state {
+				t.Errorf("state %s, want %s", a.State, tt.state)
+			}
+			for _, ev := range a.Events {
+				if ev.AmountFen != 1234 || ev.ChannelTxnID != "2026050122001400000000000001" || !bytes.Equal(ev.Raw, []byte(tt.body)) {
+					t.Errorf("event %s, raw %q", brief(ev), ev.Raw)
+				}
+				if want := time.Date(2026, 5, 1, 2, 0, 0, 0, time.UTC); !ev.PaidAt.Equal(want) {
+					t.Errorf("paid at %s, want %s (Beijing time)", ev.PaidAt, want)
+				}
+			}
+		})
+	}
+}
+
+// TestAlipayQueryTransport: a gateway that cannot be reached, or a caller that gives up, is a
+// failed query that says so.
+func TestAlipayQueryTransport(t *testing.T) {
+	s := testQuerySandbox(t)
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close()
+	_, err := alipayQuerierAt(t, s, url+"/gateway.do").QueryTrade(context.Background(), TradeQuery{TradeNo: "T1"})
+	wantErr(t, err, ErrQueryFailed, "a closed port")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = s.queriers["alipay"].QueryTrade(ctx, TradeQuery{TradeNo: "T1"})
+	wantErr(t, err, ErrQueryFailed, "a cancelled context")
+	wantErr(t, err, context.Canceled, "a cancelled context")
+
+	_, err = s.queriers["alipay"].QueryTrade(context.Background(), TradeQuery{TradeNo: "T 1"})
+	wantErr(t, err, ErrMalformed, "a trade_no that cannot be ours")
+}
+
+// TestNewAlipayQuerier: missing credentials are told apart from broken ones, and every refusal
+// names its key without showing the key.
+func TestNewAlipayQuerier(t *testing.T) {
+	s := testQuerySandbox(t)
+	v := s.channels["alipay"].(*Alipay)
+	good := s.cfg.Channels.Alipay
+	good.AppPrivateKeyFile = writeKeyFile(t, s.appKey)
+	const secret = "c2VjcmV0LWtleS1tYXRlcmlhbA" // must never be echoed
+	bad := filepath.Join(t.TempDir(), "bad.pem")
+	if err := os.WriteFile(bad, []byte("-----BEGIN PRIVATE KEY-----\n"+secret+"\n-----END PRIVATE KEY-----\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	small, err := rsa.GenerateKey(rand.Reader, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	tests := map[string]struct {
+		edit    func(c *config.Alipay)
+		noCreds bool
+		key     string // the config key the error names
+	}{
+		"no app_private_key_file": {func(c *config.Alipay) { c.AppPrivateKeyFile = "" }, true, "channels.alipay.app_private_key_file"},
+		"unreadable key file":     {func(c *config.Alipay) { c.AppPrivateKeyFile = bad + ".missing" }, false, "channels.alipay.app_private_key_file"},
+		"not a key":               {func(c *config.Alipay) { c.AppPrivateKeyFile = bad }, false, "channels.alipay.app_private_key_file"},
+		"1024-bit key":            {func(c *config.Alipay) { c.AppPrivateKeyFile = writeKeyFile(t, small) }, false, "channels.alipay.app_private_key_file"},
+		"no gateway_url":          {func(c *config.Alipay) { c.GatewayURL = "" }, false, "channels.alipay.gateway_url"},
+		"relative gateway_url":    {func(c *config.Alipay) { c.GatewayURL = "/gateway.do" }, false, "channels.alipay.gateway_url"},
+		"no app_id":               {func(c *config.Alipay) { c.AppID = "" }, false, "channels.alipay.app_id"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			c := good
+			tt.edit(&c)
+			q, err := NewAlipayQuerier(c, v, nil)
+			switch {
+			case err == nil:
+				t.Fatalf("accepted, querier %v", q)
+			case errors.Is(err, ErrNoCredentials) != tt.noCreds:
+				t.Errorf("error %v: ErrNoCredentials = %v, want %v", err, !tt.noCreds, tt.noCreds)
+			case !strings.Contains(err.Error(), tt.key):
+				t.Errorf("error %v does not name %s", err, tt.key)
+			case strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), "BEGIN"):
+				t.Errorf("error %v shows key material", err)
+			}
+		})
+	}
+	if _, err := NewAlipayQuerier(good, v, nil); err != nil {
+		t.Errorf("the sandbox configuration: %v", err)
+	}
+	// A PKCS#1 key file works as well as PKCS#8.
+	pkcs1 := filepath.Join(t.TempDir(), "pkcs1.pem")
+	if err := os.WriteFile(pkcs1, pemPKCS1(s.appKey), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := good
+	c.AppPrivateKeyFile = pkcs1
+	q, err := NewAlipayQuerier(c, v, nil)
+	if err != nil {
+		t.Fatalf("PKCS#1 key: %v", err)
+	}
+	tr := s.add(t, simulate.FakeTrade{Channel: "alipay", TradeNo: newTradeNo("A1"), AmountFen: 100, Status: simulate.FakePaid})
+	if a, err := q.QueryTrade(context.Background(), TradeQuery{TradeNo: tr.TradeNo}); err != nil || a.State != TradePaid {
+		t.Errorf("PKCS#1 key: %v %v", a.State, err)
+	}
+}
