@@ -250,8 +250,8 @@ func TestAlipayQuery(t *testing.T) {
 	})
 	t.Run("bad signature", func(t *testing.T) {
 		tr := s.add(t, simulate.FakeTrade{Channel: "alipay", TradeNo: newTradeNo("AB"), AmountFen: 100, Status: simulate.FakePaid})
-		s.fake.CorruptAlipaySignatures(true)
-		defer s.fake.CorruptAlipaySignatures(false)
+		s.fake.Break("alipay", true)
+		defer s.fake.Break("alipay", false)
 		a, err := q.QueryTrade(context.Background(), TradeQuery{TradeNo: tr.TradeNo})
 		wantErr(t, err, ErrBadSignature, "a wrongly signed answer")
 		if a.State != "" || a.Events != nil {

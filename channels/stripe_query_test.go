@@ -183,8 +183,8 @@ func TestStripeQuerierFailures(t *testing.T) {
 	other := e.add(t, simulate.FakeTrade{TradeNo: "T-other-2", AmountFen: 100, Status: simulate.FakePaid})
 
 	t.Run("server error", func(t *testing.T) {
-		e.fake.BreakStripe(true)
-		defer e.fake.BreakStripe(false)
+		e.fake.Break("stripe", true)
+		defer e.fake.Break("stripe", false)
 		for _, tq := range []TradeQuery{{TradeNo: paid.TradeNo}, {TradeNo: paid.TradeNo, ChannelRef: paid.TxnID}} {
 			if _, err := q.QueryTrade(ctx, tq); !errors.Is(err, ErrQueryFailed) || !strings.Contains(err.Error(), "HTTP 500") {
 				t.Errorf("%+v: %v, want ErrQueryFailed with HTTP 500", tq, err)

@@ -182,8 +182,8 @@ func TestUnionPayQuerierFailures(t *testing.T) {
 	asked := TradeQuery{TradeNo: paid.TradeNo, ChannelRef: e.txnTime(paid)}
 
 	t.Run("bad signature", func(t *testing.T) {
-		e.fake.BreakUnionPay(true)
-		defer e.fake.BreakUnionPay(false)
+		e.fake.Break("unionpay", true)
+		defer e.fake.Break("unionpay", false)
 		for _, tq := range []TradeQuery{asked, {TradeNo: "T-unknown-2", ChannelRef: "20260101120000"}} {
 			if _, err := e.querier(t, e.cfg).QueryTrade(ctx, tq); !errors.Is(err, ErrBadSignature) {
 				t.Errorf("%s: %v, want ErrBadSignature", tq.TradeNo, err)

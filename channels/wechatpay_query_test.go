@@ -94,8 +94,8 @@ func TestWeChatPayQuery(t *testing.T) {
 	})
 	t.Run("bad signature", func(t *testing.T) {
 		tr := s.add(t, simulate.FakeTrade{Channel: "wechatpay", TradeNo: newTradeNo("WB"), AmountFen: 100, Status: simulate.FakePaid})
-		s.fake.CorruptWeChatPaySignatures(true)
-		defer s.fake.CorruptWeChatPaySignatures(false)
+		s.fake.Break("wechatpay", true)
+		defer s.fake.Break("wechatpay", false)
 		a, err := q.QueryTrade(context.Background(), TradeQuery{TradeNo: tr.TradeNo})
 		wantErr(t, err, ErrBadSignature, "a wrongly signed answer")
 		if a.State != "" || a.Events != nil {

@@ -26,6 +26,7 @@ type Fake struct {
 	trades    map[string]FakeTrade // by channel + "/" + trade_no
 	asked     map[string]int       // queries answered, by channel + "/" + trade_no
 	stateFile string               // "" = trades live in memory only
+	breaks    map[string]bool      // channels whose answers are broken on purpose (Break)
 }
 
 // Fake trade statuses.
@@ -66,7 +67,7 @@ func NewFake(dir, notifyURL string) (*Fake, error) {
 	}
 	return &Fake{dir: dir, manifest: m, signers: signers, notifyURL: notifyURL,
 		client: &http.Client{Timeout: 15 * time.Second},
-		trades: map[string]FakeTrade{}, asked: map[string]int{}}, nil
+		trades: map[string]FakeTrade{}, asked: map[string]int{}, breaks: map[string]bool{}}, nil
 }
 
 // Handler serves the control API and every channel's endpoints.
@@ -172,6 +173,21 @@ func (f *Fake) Trade(channel, tradeNo string) (FakeTrade, bool) {
 	f.asked[channel+"/"+tradeNo]++
 	t, ok := f.trades[channel+"/"+tradeNo]
 	return t, ok
+}
+
+// Break makes a channel's answers fail on purpose (on), or answer normally again (off), for tests
+// of the gateway's refusal: Alipay, WeChat Pay and UnionPay sign wrongly (or alter a signed
+// answer, as a tampering middleman would); Stripe's API answers 500.
+func (f *Fake) Break(channel string, on bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.breaks[channel] = on
+}
+
+func (f *Fake) broken(channel string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.breaks[channel]
 }
 
 // Asked is how many queries the fake answered about a trade.

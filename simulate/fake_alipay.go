@@ -16,34 +16,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 )
-
-// alipayCorrupt holds the fakes whose Alipay answers carry a wrong sign (CorruptAlipaySignatures).
-// It lives beside the endpoint rather than in Fake, whose fields belong to fake.go.
-var alipayCorrupt = struct {
-	sync.Mutex
-	on map[*Fake]bool
-}{on: map[*Fake]bool{}}
-
-// CorruptAlipaySignatures makes the fake's Alipay gateway sign its answers wrongly (on) or
-// rightly again (off), for tests of the gateway's refusal.
-func (f *Fake) CorruptAlipaySignatures(on bool) {
-	alipayCorrupt.Lock()
-	defer alipayCorrupt.Unlock()
-	if on {
-		alipayCorrupt.on[f] = true
-	} else {
-		delete(alipayCorrupt.on, f)
-	}
-}
-
-func (f *Fake) alipayCorrupted() bool {
-	alipayCorrupt.Lock()
-	defer alipayCorrupt.Unlock()
-	return alipayCorrupt.on[f]
-}
 
 // alipayRoutes serves Alipay's openapi gateway: POST /gateway.do, method alipay.trade.query.
 func (f *Fake) alipayRoutes(mux *http.ServeMux) {
@@ -188,7 +162,7 @@ func (f *Fake) alipayWrite(w http.ResponseWriter, name string, node alipayQueryN
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
-		if f.alipayCorrupted() {
+		if f.broken("alipay") {
 			sig[len(sig)/2] ^= 0x01
 		}
 		body += `,"sign":"` + base64.StdEncoding.EncodeToString(sig) + `"`

@@ -274,14 +274,14 @@ func TestFakeAlipayCorrupt(t *testing.T) {
 		}
 		return ok
 	}
-	q.fake.CorruptAlipaySignatures(true)
+	q.fake.Break("alipay", true)
 	if signed(q) {
 		t.Error("a corrupted answer verified")
 	}
 	if !signed(other) {
 		t.Error("another fake's answer was corrupted too")
 	}
-	q.fake.CorruptAlipaySignatures(false)
+	q.fake.Break("alipay", false)
 	if !signed(q) {
 		t.Error("still corrupted after turning it off")
 	}
@@ -312,7 +312,7 @@ func TestFakeAlipayWithSDK(t *testing.T) {
 	if err != nil || rsp.Code != alipay.CodeBusinessFailed || rsp.SubCode != "ACQ.TRADE_NOT_EXIST" {
 		t.Errorf("unknown trade: %+v, %v", rsp, err)
 	}
-	q.fake.CorruptAlipaySignatures(true)
+	q.fake.Break("alipay", true)
 	if _, err := c.TradeQuery(context.Background(), alipay.TradeQuery{OutTradeNo: tr.TradeNo}); err == nil {
 		t.Error("the SDK accepted a corrupted signature")
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
-	"sync"
 )
 
 // stripeRoutes serves the two calls of Stripe's API that paygw's trade query makes, for the
@@ -20,20 +19,6 @@ import (
 func (f *Fake) stripeRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/payment_intents/search", f.stripeSearch)
 	mux.HandleFunc("GET /v1/payment_intents/{id}", f.stripeRetrieve)
-}
-
-// stripeBroken holds, per fake, whether BreakStripe is on. It lives here rather than in Fake so
-// that this file owns everything Stripe about the fake.
-var stripeBroken sync.Map // *Fake -> bool
-
-// BreakStripe makes the fake's Stripe API answer every call with a 500 api_error (on), or
-// answer normally again (off).
-func (f *Fake) BreakStripe(on bool) { stripeBroken.Store(f, on) }
-
-func (f *Fake) stripeIsBroken() bool {
-	on, _ := stripeBroken.Load(f)
-	b, _ := on.(bool)
-	return b
 }
 
 func (f *Fake) stripeSearch(w http.ResponseWriter, r *http.Request) {
@@ -82,14 +67,14 @@ func (f *Fake) stripeRetrieve(w http.ResponseWriter, r *http.Request) {
 }
 
 // stripeAuthorized checks the Bearer key as Stripe does (401 otherwise) and answers the fault
-// BreakStripe switched on.
+// Break("stripe") switched on.
 func (f *Fake) stripeAuthorized(w http.ResponseWriter, r *http.Request) bool {
 	key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok || subtle.ConstantTimeCompare([]byte(key), []byte(f.manifest.Stripe.APIKey)) != 1 {
 		stripeError(w, http.StatusUnauthorized, "invalid_request_error", "", "Invalid API Key provided.")
 		return false
 	}
-	if f.stripeIsBroken() {
+	if f.broken("stripe") {
 		stripeError(w, http.StatusInternalServerError, "api_error", "", "An unknown error occurred (the fake was told to break).")
 		return false
 	}

@@ -141,12 +141,12 @@ func TestFakeStripeAPI(t *testing.T) {
 		}
 	})
 	t.Run("broken", func(t *testing.T) {
-		f.BreakStripe(true)
+		f.Break("stripe", true)
 		status, body := get(t, key, "/v1/payment_intents/search", search("T-paid"))
 		if status != http.StatusInternalServerError || !strings.Contains(string(body), "api_error") {
 			t.Errorf("broken: HTTP %d %s, want 500 api_error", status, body)
 		}
-		f.BreakStripe(false)
+		f.Break("stripe", false)
 		if status, body := get(t, key, "/v1/payment_intents/search", search("T-paid")); status != http.StatusOK {
 			t.Errorf("mended: HTTP %d %s", status, body)
 		}

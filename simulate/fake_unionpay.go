@@ -17,7 +17,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -33,20 +32,6 @@ import (
 // answered respCode 11, one with a field missing or wrong respCode 10.
 func (f *Fake) unionPayRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /gateway/api/queryTrans.do", f.unionPayQuery)
-}
-
-// unionPayBroken holds, per fake, whether BreakUnionPay is on. It lives here rather than in Fake
-// so that this file owns everything UnionPay about the fake.
-var unionPayBroken sync.Map // *Fake -> bool
-
-// BreakUnionPay makes the fake's UnionPay answers fail verification (on): each is signed, then
-// its txnAmt (or respMsg) changed, as a tampering middleman would. Off answers normally again.
-func (f *Fake) BreakUnionPay(on bool) { unionPayBroken.Store(f, on) }
-
-func (f *Fake) unionPayIsBroken() bool {
-	on, _ := unionPayBroken.Load(f)
-	b, _ := on.(bool)
-	return b
 }
 
 func (f *Fake) unionPayQuery(w http.ResponseWriter, r *http.Request) {
@@ -89,7 +74,7 @@ func (f *Fake) unionPayQuery(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	if f.unionPayIsBroken() {
+	if f.broken("unionpay") {
 		if amt, err := strconv.ParseInt(answer.Get("txnAmt"), 10, 64); err == nil {
 			answer.Set("txnAmt", strconv.FormatInt(amt+1, 10))
 		} else {

@@ -128,7 +128,7 @@ func TestFakeUnionPayQuery(t *testing.T) {
 		}
 	})
 	t.Run("broken", func(t *testing.T) {
-		f.BreakUnionPay(true)
+		f.Break("unionpay", true)
 		answer, body := post(t, request(nil))
 		if err := verifyUnionPayForm(answer, signingCert(t, signer)); err == nil {
 			t.Errorf("broken answer verifies: %s", body)
@@ -136,7 +136,7 @@ func TestFakeUnionPayQuery(t *testing.T) {
 		if answer.Get("txnAmt") != "1251" {
 			t.Errorf("broken answer txnAmt %q, want the amount raised by one", answer.Get("txnAmt"))
 		}
-		f.BreakUnionPay(false)
+		f.Break("unionpay", false)
 		answer, _ = post(t, request(nil))
 		if err := verifyUnionPayForm(answer, signingCert(t, signer)); err != nil {
 			t.Errorf("mended answer: %v", err)

@@ -11,35 +11,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
-
-// wechatCorrupt holds the fakes whose WeChat Pay answers carry a wrong signature
-// (CorruptWeChatPaySignatures). It lives beside the endpoint rather than in Fake, whose fields
-// belong to fake.go.
-var wechatCorrupt = struct {
-	sync.Mutex
-	on map[*Fake]bool
-}{on: map[*Fake]bool{}}
-
-// CorruptWeChatPaySignatures makes the fake's WeChat Pay API sign its answers wrongly (on) or
-// rightly again (off), for tests of the gateway's refusal.
-func (f *Fake) CorruptWeChatPaySignatures(on bool) {
-	wechatCorrupt.Lock()
-	defer wechatCorrupt.Unlock()
-	if on {
-		wechatCorrupt.on[f] = true
-	} else {
-		delete(wechatCorrupt.on, f)
-	}
-}
-
-func (f *Fake) wechatCorrupted() bool {
-	wechatCorrupt.Lock()
-	defer wechatCorrupt.Unlock()
-	return wechatCorrupt.on[f]
-}
 
 // wechatPayRoutes serves WeChat Pay API v3's order query by out_trade_no.
 func (f *Fake) wechatPayRoutes(mux *http.ServeMux) {
@@ -181,7 +154,7 @@ func (f *Fake) wechatWrite(w http.ResponseWriter, status int, body []byte, signe
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	if f.wechatCorrupted() {
+	if f.broken("wechatpay") {
 		sig, _ := base64.StdEncoding.DecodeString(h.Get("Wechatpay-Signature")) // ours: valid base64
 		sig[len(sig)/2] ^= 0x01
 		h.Set("Wechatpay-Signature", base64.StdEncoding.EncodeToString(sig))

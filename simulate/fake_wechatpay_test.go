@@ -190,11 +190,11 @@ func TestFakeWeChatPayWithSDK(t *testing.T) {
 	if _, err := ask("TS-unknown"); !core.IsAPIError(err, "ORDER_NOT_EXIST") {
 		t.Errorf("unknown trade: %v", err)
 	}
-	q.fake.CorruptWeChatPaySignatures(true)
+	q.fake.Break("wechatpay", true)
 	if _, err := ask(tr.TradeNo); err == nil {
 		t.Error("the SDK accepted a corrupted signature")
 	}
-	q.fake.CorruptWeChatPaySignatures(false)
+	q.fake.Break("wechatpay", false)
 	if _, err := ask(tr.TradeNo); err != nil {
 		t.Errorf("after turning corruption off: %v", err)
 	}
