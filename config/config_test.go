@@ -371,6 +371,15 @@ auth:
 			yaml: "channels: {unionpay: {enabled: true}}\n",
 			want: []string{"channels.unionpay.mer_id", "channels.unionpay.root_cert_file", "channels.unionpay.intermediate_cert_file"},
 		},
+		"reconcile intervals and rate": {
+			yaml: "reconcile: {query_interval: 10ms, query_after: 1h, query_max_age: 30m, qps: 0}\n",
+			want: []string{"reconcile.query_interval", "reconcile.query_max_age", "reconcile.qps"},
+		},
+		"outbound URLs and a Stripe key of the wrong kind": {
+			yaml: "channels: {alipay: {gateway_url: \"ftp://x\"}, wechatpay: {api_base_url: \"\"}, stripe: {api_key: whsec_" + secret + ", api_base_url: \"not a url\"}, unionpay: {query_url: \"https://\"}}\n",
+			want: []string{"channels.alipay.gateway_url", "channels.stripe.api_key", "channels.stripe.api_base_url", "channels.unionpay.query_url"},
+			hide: []string{secret},
+		},
 		"mysql dsn without database": {
 			yaml: `mysql: {dsn: "paygw:` + secret + `@tcp(127.0.0.1:3306)/"}` + "\n",
 			want: []string{"mysql.dsn", "database"},
@@ -409,6 +418,8 @@ func TestMasked(t *testing.T) {
 		token     = "ApiT0kenSecretValue"
 		v3Key     = "V3KeyV3KeyV3KeyV3KeyV3KeyV3Key32"
 		whsec     = "whsec_StripeSecretValue"
+		apiKey    = "sk_live_StripeApiKeyValue"
+		pfxPass   = "PfxPa55wordXyz"
 	)
 	path := writeConfig(t, `
 mysql: {dsn: "paygw:`+dbPass+`@tcp(127.0.0.1:3306)/paygw?parseTime=true"}
@@ -416,14 +427,15 @@ redis: {password: `+redisPass+`}
 auth: {api_tokens: [{name: shop-visible, token: `+token+`}]}
 channels:
   wechatpay: {api_v3_key: `+v3Key+`}
-  stripe: {webhook_secrets: [`+whsec+`]}
+  stripe: {webhook_secrets: [`+whsec+`], api_key: `+apiKey+`}
+  unionpay: {sign_cert_password: `+pfxPass+`}
 `)
 	c, err := Load(path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := c.Masked()
-	for _, s := range []string{dbPass, redisPass, token, v3Key, whsec} {
+	for _, s := range []string{dbPass, redisPass, token, v3Key, whsec, apiKey, pfxPass} {
 		if strings.Contains(out, s) {
 			t.Errorf("Masked() reveals %q: %s", s, out)
 		}

@@ -69,7 +69,7 @@ func (db *DB) SeedAttempts(ctx context.Context, channel string, from, to time.Ti
 		SELECT o.trade_no, ?, '', 1, o.create_time, o.create_time FROM orders o
 		WHERE o.status = 'WAIT_PAY' AND o.create_time >= ? AND o.create_time < ?
 		  AND NOT EXISTS (SELECT 1 FROM payment_attempt a WHERE a.trade_no = o.trade_no AND a.implicit = 0)
-		ON DUPLICATE KEY UPDATE id = id`
+		ON DUPLICATE KEY UPDATE payment_attempt.id = payment_attempt.id`
 	res, err := db.x.ExecContext(ctx, q, channel, from, to)
 	if err != nil {
 		return 0, err

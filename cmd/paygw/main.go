@@ -29,6 +29,7 @@ import (
 	"github.com/paygw/paygw/identity"
 	"github.com/paygw/paygw/orders"
 	"github.com/paygw/paygw/payment"
+	"github.com/paygw/paygw/reconcile"
 	"github.com/paygw/paygw/repository"
 )
 
@@ -42,6 +43,8 @@ Usage:
   paygw migrate [--config FILE]    apply the database migrations up to the latest
   paygw migrate status [--config FILE]
   paygw sweep   [--config FILE]    one pass of the processing-timeout cleanup
+  paygw reconcile query [--config FILE] [--channel C] [--trade-no T] [--older-than D] [--max-age D] [--dry-run]
+                                   ask the channels about WAIT_PAY orders whose notification never came
   paygw why TRADE_NO [--config FILE]   why is this order (not) paid: what paygw knows of it
   paygw markers flush [--config FILE]
                                    start a new epoch: no Redis done marker written before is trusted
@@ -105,6 +108,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stdout, "swept %d processing record(s) older than %s\n", n, cfg.Idempotency.ProcessingTimeout())
 			return nil
 		})
+	case "reconcile":
+		return reconcileCmd(ctx, args, stdout, stderr)
 	case "why":
 		if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 			return errors.New("why: name the order: paygw why TRADE_NO [--config FILE]")
@@ -261,6 +266,18 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	srv := handlers.New(handlers.Config{
 		BodyLimitBytes: cfg.HTTP.BodyLimitBytes, KeyHeader: cfg.Idempotency.KeyHeader, Tokens: tokens,
 	}, db, g, svc, applier, chs, log)
+
+	// The reconciliation job: one replica at a time (a lease) asks the channels about orders
+	// whose notification never came.
+	qs, err := queriers(cfg, chs, log)
+	if err != nil {
+		return err
+	}
+	if cfg.Reconcile.QueryInterval > 0 && len(qs) > 0 {
+		host, _ := os.Hostname()
+		holder := fmt.Sprintf("%s:%d", host, os.Getpid())
+		go reconcile.New(db, applier, qs, reconcileConfig(cfg), log).Serve(ctx, cfg.Reconcile.QueryInterval, holder)
+	}
 
 	// The sweeper: processing records older than the timeout become failed, so a retry can run.
 	go sweepEvery(ctx, time.Minute, db, cfg.Idempotency.ProcessingTimeout(), log)
