@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +26,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/paygw/paygw/internal/testenv"
+	"github.com/paygw/paygw/simulate"
 	migrations "github.com/paygw/paygw/sql"
 )
 
@@ -678,5 +680,68 @@ func TestWhy(t *testing.T) {
 	}
 	if r := runPaygw(t, nil, "why", "PNOSUCH", "--config", path); r.code == 0 || !strings.Contains(r.stderr, "no order PNOSUCH") {
 		t.Fatalf("why of an unknown order: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// `paygw reconcile query` against the fake channel: one line per order asked, a summary, exit 0
+// whatever it found; --dry-run changes nothing; a channel that cannot be asked is an error.
+func TestReconcileQueryCommand(t *testing.T) {
+	dir := t.TempDir()
+	man, err := simulate.WriteKeys(dir, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Secret(t, man.Stripe.APIKey)
+	testenv.Secret(t, man.UnionPay.MerchantSignCertPassword)
+	fake, err := simulate.NewFake(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fakeSrv := httptest.NewServer(fake.Handler())
+	defer fakeSrv.Close()
+	channelsYAML, err := os.ReadFile(man.ConfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	extra := strings.ReplaceAll(string(channelsYAML), "http://"+simulate.FakeAddr, fakeSrv.URL)
+	dsn := emptyDatabase(t)
+	path := writeConfig(t, settings{dsn: dsn, extra: extra})
+	if r := runPaygw(t, nil, "migrate", "--config", path); r.code != 0 {
+		t.Fatalf("migrate: exit %d\n%s", r.code, r.stderr)
+	}
+	testenv.Exec(t, dsn, `INSERT INTO orders (trade_no, user_id, sku, num, amount_fen, currency, status, create_time, update_time)
+		VALUES ('PRECON1', 1, 'S', 1, 1999, 'CNY', 'WAIT_PAY', NOW(3), NOW(3))`)
+	testenv.Exec(t, dsn, `INSERT INTO payment_attempt (trade_no, channel, created_time, next_query_at) VALUES ('PRECON1', 'alipay', NOW(3), NOW(3))`)
+	if _, err := fake.Add(t.Context(), simulate.FakeTrade{Channel: "alipay", TradeNo: "PRECON1", AmountFen: 1999, Status: simulate.FakePaid, DropNotify: true}); err != nil {
+		t.Fatal(err)
+	}
+
+	dry := runPaygw(t, nil, "reconcile", "query", "--config", path, "--older-than", "0s", "--channel", "alipay", "--dry-run")
+	if dry.code != 0 || !strings.Contains(dry.stdout, "PRECON1 alipay PAID: dry run") || !strings.Contains(dry.stdout, "asked 1: paid 1") {
+		t.Fatalf("dry run: exit %d\nstdout:\n%s\nstderr:\n%s", dry.code, dry.stdout, dry.stderr)
+	}
+	if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM orders WHERE status = 'PAID'`); n != 0 {
+		t.Fatal("the dry run changed the order")
+	}
+	r := runPaygw(t, nil, "reconcile", "query", "--config", path, "--older-than", "0s")
+	if r.code != 0 || !strings.Contains(r.stdout, "PRECON1 alipay PAID: applied: [APPLIED]") || !strings.Contains(r.stdout, "asked 1: paid 1") {
+		t.Fatalf("reconcile query: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM notify_journal WHERE trade_no = 'PRECON1' AND source = 'query'`); n != 1 {
+		t.Fatalf("journal rows from the query = %d, want 1", n)
+	}
+	// Nothing left to ask: still exit 0, and the summary says so.
+	if again := runPaygw(t, nil, "reconcile", "query", "--config", path, "--older-than", "0s"); again.code != 0 || !strings.Contains(again.stdout, "asked 0") {
+		t.Fatalf("second run: exit %d\n%s\n%s", again.code, again.stdout, again.stderr)
+	}
+	if bad := runPaygw(t, nil, "reconcile", "query", "--config", path, "--channel", "paypal"); bad.code == 0 || !strings.Contains(bad.stderr, "paypal") {
+		t.Fatalf("unknown channel: exit %d, stderr %q", bad.code, bad.stderr)
+	}
+	for _, out := range []string{dry.stdout + dry.stderr, r.stdout + r.stderr} {
+		for _, s := range []string{man.Stripe.APIKey, man.UnionPay.MerchantSignCertPassword} {
+			if strings.Contains(out, s) {
+				t.Fatal("reconcile query printed a merchant secret")
+			}
+		}
 	}
 }
