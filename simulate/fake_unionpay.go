@@ -3,7 +3,6 @@ package simulate
 import (
 	"crypto"
 	"crypto/rsa"
-	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
@@ -183,20 +182,8 @@ func verifyUnionPayForm(form url.Values, cert *x509.Certificate) error {
 	if err != nil {
 		return errors.New("signature is not base64")
 	}
-	names := make([]string, 0, len(form))
-	for name := range form {
-		if name != "signature" {
-			names = append(names, name)
-		}
-	}
-	slices.Sort(names)
-	pairs := make([]string, len(names))
-	for i, name := range names {
-		pairs[i] = name + "=" + form.Get(name)
-	}
-	first := sha256.Sum256([]byte(strings.Join(pairs, "&")))
-	second := sha256.Sum256([]byte(fmt.Sprintf("%x", first[:])))
-	return rsa.VerifyPKCS1v15(key, crypto.SHA256, second[:], sig)
+	digest := unionPayDigest(form)
+	return rsa.VerifyPKCS1v15(key, crypto.SHA256, digest[:], sig)
 }
 
 // UnionPayResponseBody writes form as UnionPay writes a synchronous answer: k=v joined by '&',

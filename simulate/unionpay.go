@@ -119,21 +119,8 @@ func (s UnionPaySigner) Sign(p Payment) (Message, error) {
 // name, as name=value joined by '&'; its SHA-256 in lower-case hex; that hex text signed with
 // SHA256withRSA (PKCS #1 v1.5); base64.
 func SignUnionPay(form url.Values, key *rsa.PrivateKey) error {
-	names := make([]string, 0, len(form))
-	for name := range form {
-		if name != "signature" {
-			names = append(names, name)
-		}
-	}
-	slices.Sort(names)
-	pairs := make([]string, len(names))
-	for i, name := range names {
-		pairs[i] = name + "=" + form.Get(name)
-	}
-	first := sha256.Sum256([]byte(strings.Join(pairs, "&")))
-	hexText := fmt.Sprintf("%x", first[:])
-	second := sha256.Sum256([]byte(hexText))
-	sig, err := rsa.SignPKCS1v15(rand.Reader, key, crypto.SHA256, second[:])
+	digest := unionPayDigest(form)
+	sig, err := rsa.SignPKCS1v15(rand.Reader, key, crypto.SHA256, digest[:])
 	if err != nil {
 		return fmt.Errorf("unionpay: sign: %w", err)
 	}
@@ -267,4 +254,22 @@ func (sb *UnionPaySandbox) KeyPEM() []byte {
 // Signer returns a signer for merID with the sandbox signing certificate.
 func (sb *UnionPaySandbox) Signer(merID string) UnionPaySigner {
 	return UnionPaySigner{MerID: merID, Key: sb.Key, CertPEM: sb.CertPEM()}
+}
+
+// unionPayDigest is what ACP 5.1.0 signs with SHA256withRSA: the SHA-256 of the lower-case hex
+// SHA-256 of the form's fields but signature, sorted by name, as name=value joined by '&'.
+func unionPayDigest(form url.Values) [32]byte {
+	names := make([]string, 0, len(form))
+	for name := range form {
+		if name != "signature" {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	pairs := make([]string, len(names))
+	for i, name := range names {
+		pairs[i] = name + "=" + form.Get(name)
+	}
+	first := sha256.Sum256([]byte(strings.Join(pairs, "&")))
+	return sha256.Sum256([]byte(fmt.Sprintf("%x", first[:])))
 }
