@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 )
@@ -53,13 +52,9 @@ type FakeTrade struct {
 // NewFake loads the sandbox keys in dir. notifyURL, when set, is the gateway's base URL that
 // trades added through the control API are notified to.
 func NewFake(dir, notifyURL string) (*Fake, error) {
-	raw, err := os.ReadFile(filepath.Join(dir, manifestName)) // #nosec G304 -- the sandbox directory the operator names
+	m, err := ReadManifest(dir)
 	if err != nil {
-		return nil, fmt.Errorf("no sandbox keys in %s (run paygw simulate keys --out %s): %w", dir, dir, err)
-	}
-	var m Manifest
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, fmt.Errorf("%s: %w", manifestName, err)
+		return nil, err
 	}
 	signers, err := LoadSigners(dir)
 	if err != nil {

@@ -170,15 +170,24 @@ channels:
 		p(m.UnionPay.MerchantSignCertFile), m.UnionPay.MerchantSignCertPassword, fake+"/gateway/api/queryTrans.do")
 }
 
-// LoadSigners reads dir/keys.json and the keys it names into one Signer per channel.
-func LoadSigners(dir string) (map[string]Signer, error) {
+// ReadManifest reads dir/keys.json, written by WriteKeys.
+func ReadManifest(dir string) (Manifest, error) {
+	var m Manifest
 	raw, err := os.ReadFile(filepath.Join(dir, manifestName)) // #nosec G304 -- the sandbox directory the operator names
 	if err != nil {
-		return nil, fmt.Errorf("no sandbox keys in %s (run paygw simulate keys --out %s): %w", dir, dir, err)
+		return m, fmt.Errorf("no sandbox keys in %s (run paygw simulate keys --out %s): %w", dir, dir, err)
 	}
-	var m Manifest
 	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, fmt.Errorf("%s: %w", manifestName, err)
+		return m, fmt.Errorf("%s: %w", manifestName, err)
+	}
+	return m, nil
+}
+
+// LoadSigners reads dir/keys.json and the keys it names into one Signer per channel.
+func LoadSigners(dir string) (map[string]Signer, error) {
+	m, err := ReadManifest(dir)
+	if err != nil {
+		return nil, err
 	}
 	r := keyReader{dir: dir}
 	signers := map[string]Signer{
