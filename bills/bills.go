@@ -1,0 +1,63 @@
+// Package bills reads the channels' daily bills, in each channel's real format, into lines paygw
+// can match against its own books. Every reader streams: it holds one line at a time, whatever
+// the bill's size.
+package bills
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Kind is what a bill line records.
+type Kind string
+
+const (
+	KindPay    Kind = "PAY"
+	KindRefund Kind = "REFUND"
+)
+
+// Line is one transaction of a bill, in paygw's words. Money is in minor units, exact.
+type Line struct {
+	No           int    // line number in the file (1-based), for messages
+	Kind         Kind   // PAY or REFUND
+	TradeNo      string // the merchant order number as the bill states it (ours if it is ours)
+	ChannelTxnID string // the channel's transaction id: the same the notification carries
+	RefundID     string // for refunds: the channel's refund id, or the merchant's refund number, when the bill has one
+	AmountFen    int64  // always positive: a refund's amount, not its negative
+	Currency     string // ISO 4217, upper case
+	Time         time.Time
+}
+
+// Summary is what a bill states about itself, when it does (counts and totals in minor units).
+// A reader fills it once it has read past the detail lines; Present is false for bills that
+// state none.
+type Summary struct {
+	Present        bool
+	PayCount       int
+	PayTotalFen    int64
+	RefundCount    int
+	RefundTotalFen int64
+}
+
+// LineError is a detail line that could not be read. Readers report it and go on: a bad line is
+// counted, never dropped silently and never turned into a match.
+type LineError struct {
+	No     int
+	Reason string // names the column or the problem; never more than a short quote of input
+}
+
+func (e *LineError) Error() string { return fmt.Sprintf("line %d: %s", e.No, e.Reason) }
+
+// ErrFormat: the file is not a bill of the format asked for (wrong encoding, a missing column,
+// a truncated archive). The run stops; the error names the file position.
+var ErrFormat = errors.New("bills: not a bill of this format")
+
+// Reader yields a bill's lines one at a time.
+type Reader interface {
+	// Next returns the next line; io.EOF after the last. A *LineError is a bad line: the caller
+	// counts it and calls Next again. An error wrapping ErrFormat ends the bill.
+	Next() (Line, error)
+	// Summary is the bill's own statement of itself, valid once Next has returned io.EOF.
+	Summary() Summary
+}
