@@ -35,9 +35,7 @@ func (s *Server) putStock(c echo.Context) error {
 		Num      *int   `json:"num"`
 		PriceFen *int64 `json:"price_fen"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(canonical))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
+	if err := decodeStrict(canonical, &in); err != nil {
 		return fmt.Errorf("%w: %v", errBadStock, err)
 	}
 	if in.Num == nil || *in.Num < 0 || *in.Num > 1e9 || in.PriceFen == nil || *in.PriceFen < 0 || *in.PriceFen > 1e12 {
@@ -206,9 +204,7 @@ func (s *Server) addAttempt(c echo.Context) error {
 		Channel    string `json:"channel"`
 		ChannelRef string `json:"channel_ref"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(canonical))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
+	if err := decodeStrict(canonical, &in); err != nil {
 		return fmt.Errorf("%w: %v", errBadAttempt, err)
 	}
 	if err := s.checkAttempt(in.Channel, in.ChannelRef); err != nil {
@@ -246,4 +242,11 @@ func (s *Server) checkAttempt(channel, ref string) error {
 		}
 	}
 	return fmt.Errorf("%w: channel_ref must be a Stripe PaymentIntent id (pi_...) or a UnionPay txnTime (yyyyMMddHHmmss); other channels take none", errBadAttempt)
+}
+
+// decodeStrict decodes one canonical JSON body into v, refusing fields v does not have.
+func decodeStrict(canonical []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(canonical))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
 }

@@ -31,19 +31,20 @@ type problem struct {
 
 // The problem types. Each is one situation a client may act on differently.
 const (
-	typePrefix       = "urn:paygw:problem:"
-	typeInvalid      = typePrefix + "invalid-request"        // 400: fix the request
-	typeUnauthorized = typePrefix + "unauthorized"           // 401: send a valid bearer token
-	typeNotFound     = typePrefix + "not-found"              // 404: no such order
-	typeUnknownSKU   = typePrefix + "unknown-sku"            // 404: stored and replayed for the key
-	typeBodyTimeout  = typePrefix + "body-timeout"           // 408: the body did not arrive whole
-	typeInFlight     = typePrefix + "in-flight"              // 409 + Retry-After: ask again
-	typeOutOfStock   = typePrefix + "out-of-stock"           // 409: stored and replayed for the key
-	typeKeyUsed      = typePrefix + "idempotency-key-used"   // 409: return_original_result is off
-	typeNotPayable   = typePrefix + "order-not-payable"      // 409: the order is PAID or CLOSED
-	typeTooLarge     = typePrefix + "body-too-large"         // 413
-	typeKeyReused    = typePrefix + "idempotency-key-reused" // 422: same key, another payload
-	typeUnavailable  = typePrefix + "unavailable"            // 503: our fault; retry with the same key
+	typePrefix          = "urn:paygw:problem:"
+	typeInvalid         = typePrefix + "invalid-request"        // 400: fix the request
+	typeUnauthorized    = typePrefix + "unauthorized"           // 401: send a valid bearer token
+	typeNotFound        = typePrefix + "not-found"              // 404: no such order
+	typeUnknownSKU      = typePrefix + "unknown-sku"            // 404: stored and replayed for the key
+	typeBodyTimeout     = typePrefix + "body-timeout"           // 408: the body did not arrive whole
+	typeInFlight        = typePrefix + "in-flight"              // 409 + Retry-After: ask again
+	typeOutOfStock      = typePrefix + "out-of-stock"           // 409: stored and replayed for the key
+	typeKeyUsed         = typePrefix + "idempotency-key-used"   // 409: return_original_result is off
+	typeNotPayable      = typePrefix + "order-not-payable"      // 409: the order is PAID or CLOSED
+	typeAlreadyResolved = typePrefix + "already-resolved"       // 409: the anomaly was resolved before
+	typeTooLarge        = typePrefix + "body-too-large"         // 413
+	typeKeyReused       = typePrefix + "idempotency-key-reused" // 422: same key, another payload
+	typeUnavailable     = typePrefix + "unavailable"            // 503: our fault; retry with the same key
 )
 
 // problemOf is the one table from errors to HTTP answers.
@@ -56,7 +57,8 @@ func problemOf(err error) problem {
 	case errors.Is(err, errBadBody):
 		return newProblem(typeBodyTimeout, http.StatusRequestTimeout, "body not received", err)
 	case errors.Is(err, orders.ErrBadJSON), errors.Is(err, orders.ErrInvalid),
-		errors.Is(err, errNoKey), errors.Is(err, errBadKey), errors.Is(err, errBadStock), errors.Is(err, errBadAttempt):
+		errors.Is(err, errNoKey), errors.Is(err, errBadKey), errors.Is(err, errBadStock), errors.Is(err, errBadAttempt),
+		errors.Is(err, errBadQuery):
 		return newProblem(typeInvalid, http.StatusBadRequest, "invalid request", err)
 	case errors.Is(err, errUnauthorized):
 		return newProblem(typeUnauthorized, http.StatusUnauthorized, "unauthorized", err)
@@ -70,6 +72,8 @@ func problemOf(err error) problem {
 		return newProblem(typeInFlight, http.StatusConflict, "request in progress", err)
 	case errors.As(err, &done):
 		return newProblem(typeKeyUsed, http.StatusConflict, "idempotency key already used", err)
+	case errors.Is(err, errAlreadyResolved):
+		return newProblem(typeAlreadyResolved, http.StatusConflict, "already resolved", err)
 	case errors.Is(err, orders.ErrNotPayable):
 		return newProblem(typeNotPayable, http.StatusConflict, "order not waiting for payment", err)
 	case errors.Is(err, orders.ErrKeyReused):

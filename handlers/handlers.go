@@ -68,6 +68,10 @@ func (s *Server) Echo() *echo.Echo {
 	v1.POST("/orders", s.createOrder)
 	v1.GET("/orders/:trade_no", s.getOrder)
 	v1.POST("/orders/:trade_no/attempts", s.addAttempt)
+	v1.GET("/reconciliations", s.listRuns)
+	v1.GET("/reconciliations/:id/discrepancies", s.listDiscrepancies)
+	v1.GET("/anomalies", s.listAnomalies)
+	v1.POST("/anomalies/:id/resolve", s.resolveAnomaly)
 	v1.GET("/payments/:trade_no", s.getPayment)
 	return e
 }

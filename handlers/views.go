@@ -118,13 +118,17 @@ func paymentViewOf(r explain.Record) paymentView {
 		})
 	}
 	for _, a := range as {
-		v.Anomalies = append(v.Anomalies, anomalyView{
-			Kind: string(a.Kind), Channel: a.Channel, ChannelTxnID: a.ChannelTxnID, AmountFen: a.AmountFen,
-			ExpectedAmountFen: a.ExpectedAmountFen, Currency: a.Currency, Detail: a.Detail, Status: a.Status,
-			CreatedAt: a.CreatedTime,
-		})
+		v.Anomalies = append(v.Anomalies, anomalyViewOf(a))
 	}
 	return v
+}
+
+func anomalyViewOf(a payment.Anomaly) anomalyView {
+	return anomalyView{
+		Kind: string(a.Kind), Channel: a.Channel, ChannelTxnID: a.ChannelTxnID, AmountFen: a.AmountFen,
+		ExpectedAmountFen: a.ExpectedAmountFen, Currency: a.Currency, Detail: a.Detail, Status: a.Status,
+		CreatedAt: a.CreatedTime,
+	}
 }
 
 var _ orders.Render = RenderCreate

@@ -60,6 +60,7 @@ const (
 
 // Anomaly is a verified payment or refund that was recorded but not applied.
 type Anomaly struct {
+	ID                int64
 	Kind              Outcome
 	TradeNo           string
 	Channel           string
@@ -70,6 +71,10 @@ type Anomaly struct {
 	Detail            string
 	Status            string
 	CreatedTime       time.Time
+	// Resolved by a person: who (the API token's name), when, and what they noted.
+	ResolvedBy  string
+	ResolvedAt  *time.Time
+	ResolveNote string
 }
 
 // Refund statuses.

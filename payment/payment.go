@@ -52,6 +52,7 @@ type Source string
 const (
 	SourceNotify Source = "notify" // the channel's notification
 	SourceQuery  Source = "query"  // paygw asked the channel (the reconciliation job)
+	SourceBill   Source = "bill"   // the channel's daily bill (the reconciliation job)
 )
 
 // Outcome is what paygw did with a verified event. It is stored with the record and the journal.

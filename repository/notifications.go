@@ -35,30 +35,39 @@ func (r notificationRow) notification() payment.Notification {
 
 // anomalyRow is one anomaly row.
 type anomalyRow struct {
-	Kind              string        `db:"kind"`
-	TradeNo           string        `db:"trade_no"`
-	Channel           string        `db:"channel"`
-	ChannelTxnID      string        `db:"channel_txn_id"`
-	AmountFen         int64         `db:"amount_fen"`
-	Currency          string        `db:"currency"`
-	ExpectedAmountFen sql.NullInt64 `db:"expected_amount_fen"`
-	Detail            string        `db:"detail"`
-	Status            string        `db:"status"`
-	CreatedTime       time.Time     `db:"created_time"`
+	ID                int64          `db:"id"`
+	Kind              string         `db:"kind"`
+	TradeNo           string         `db:"trade_no"`
+	Channel           string         `db:"channel"`
+	ChannelTxnID      string         `db:"channel_txn_id"`
+	AmountFen         int64          `db:"amount_fen"`
+	Currency          string         `db:"currency"`
+	ExpectedAmountFen sql.NullInt64  `db:"expected_amount_fen"`
+	Detail            string         `db:"detail"`
+	Status            string         `db:"status"`
+	CreatedTime       time.Time      `db:"created_time"`
+	ResolvedBy        sql.NullString `db:"resolved_by"`
+	ResolvedAt        sql.NullTime   `db:"resolved_at"`
+	ResolveNote       sql.NullString `db:"resolve_note"`
 }
 
-const anomalyColumns = `kind, trade_no, channel, channel_txn_id, amount_fen, currency, expected_amount_fen,
-	detail, status, created_time`
+const anomalyColumns = `id, kind, trade_no, channel, channel_txn_id, amount_fen, currency, expected_amount_fen,
+	detail, status, created_time, resolved_by, resolved_at, resolve_note`
 
 func (r anomalyRow) anomaly() payment.Anomaly {
 	a := payment.Anomaly{
-		Kind: payment.Outcome(r.Kind), TradeNo: r.TradeNo, Channel: r.Channel, ChannelTxnID: r.ChannelTxnID,
+		ID: r.ID, Kind: payment.Outcome(r.Kind), TradeNo: r.TradeNo, Channel: r.Channel, ChannelTxnID: r.ChannelTxnID,
 		AmountFen: r.AmountFen, Currency: r.Currency, Detail: r.Detail, Status: r.Status, CreatedTime: r.CreatedTime,
 	}
 	if r.ExpectedAmountFen.Valid {
 		v := r.ExpectedAmountFen.Int64
 		a.ExpectedAmountFen = &v
 	}
+	if r.ResolvedAt.Valid {
+		t := r.ResolvedAt.Time
+		a.ResolvedAt = &t
+	}
+	a.ResolvedBy, a.ResolveNote = r.ResolvedBy.String, r.ResolveNote.String
 	return a
 }
 
@@ -130,6 +139,34 @@ func (tx *Tx) MarkAnomalyRefunded(ctx context.Context, kind payment.Outcome, cha
 	const q = `UPDATE anomaly SET status = 'refunded' WHERE kind = ? AND channel = ? AND channel_txn_id = ?`
 	_, err := tx.x.ExecContext(ctx, q, string(kind), channel, txnID)
 	return err
+}
+
+// ListAnomalies pages through anomalies in id order after cursor: of kind when given, and only
+// unresolved ones when unresolved.
+func (db *DB) ListAnomalies(ctx context.Context, kind string, unresolved bool, cursor int64, limit int) ([]payment.Anomaly, error) {
+	const q = `SELECT ` + anomalyColumns + ` FROM anomaly WHERE (? = '' OR kind = ?) AND (NOT ? OR resolved_at IS NULL)
+		AND id > ? ORDER BY id LIMIT ?`
+	return selectAll(ctx, db, anomalyRow.anomaly, q, kind, kind, unresolved, cursor, limit)
+}
+
+// ResolveAnomaly records that a person resolved an anomaly. payment.ErrNotFound for an unknown
+// id, payment.ErrConflict when it was resolved already.
+func (db *DB) ResolveAnomaly(ctx context.Context, id int64, by, note string, at time.Time) (payment.Anomaly, error) {
+	const q = `UPDATE anomaly SET resolved_by = ?, resolved_at = ?, resolve_note = ? WHERE id = ? AND resolved_at IS NULL`
+	res, err := db.x.ExecContext(ctx, q, by, at, clip(note, 512), id)
+	if err != nil {
+		return payment.Anomaly{}, err
+	}
+	var a anomalyRow
+	if err := db.x.GetContext(ctx, &a, `SELECT `+anomalyColumns+` FROM anomaly WHERE id = ?`, id); err != nil {
+		return payment.Anomaly{}, notFound(err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return payment.Anomaly{}, err
+	} else if n == 0 {
+		return a.anomaly(), payment.ErrConflict
+	}
+	return a.anomaly(), nil
 }
 
 // Notifications lists the journal of one trade_no, oldest first.

@@ -1,0 +1,204 @@
+package handlers
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/paygw/paygw/payment"
+	"github.com/paygw/paygw/repository"
+)
+
+var errBadQuery = errors.New("invalid query")
+
+// pageSize is how many rows a paginated answer holds; next_cursor asks for the rest.
+const pageSize = 100
+
+type runView struct {
+	ID         int64          `json:"id"`
+	Channel    string         `json:"channel"`
+	BillDate   string         `json:"bill_date"`
+	StartedAt  time.Time      `json:"started_at"`
+	FinishedAt *time.Time     `json:"finished_at"`
+	Lines      int            `json:"lines"`
+	BadLines   int            `json:"bad_lines"`
+	Counts     map[string]int `json:"counts"`
+	Trusted    bool           `json:"trusted"`
+}
+
+func runViewOf(r repository.ReconRun) runView {
+	v := runView{ID: r.ID, Channel: r.Channel, BillDate: r.BillDate.Format(time.DateOnly), StartedAt: r.StartedAt,
+		Lines: r.Lines, BadLines: r.BadLines, Counts: r.Counts(), Trusted: r.Trusted}
+	if r.FinishedAt.Valid {
+		t := r.FinishedAt.Time
+		v.FinishedAt = &t
+	}
+	return v
+}
+
+// listRuns is GET /v1/reconciliations?channel=&date=: the bill runs, newest day first.
+func (s *Server) listRuns(c echo.Context) error {
+	var day *time.Time
+	if d := c.QueryParam("date"); d != "" {
+		t, err := time.Parse(time.DateOnly, d)
+		if err != nil {
+			return fmt.Errorf("%w: date must be YYYY-MM-DD", errBadQuery)
+		}
+		day = &t
+	}
+	runs, err := s.db.Runs(c.Request().Context(), c.QueryParam("channel"), day)
+	if err != nil {
+		return err
+	}
+	out := struct {
+		Runs []runView `json:"runs"`
+	}{Runs: []runView{}}
+	for _, r := range runs {
+		out.Runs = append(out.Runs, runViewOf(r))
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+type discrepancyView struct {
+	ID             int64  `json:"id"`
+	Class          string `json:"class"`
+	TradeNo        string `json:"trade_no"`
+	ChannelTxnID   string `json:"channel_txn_id"`
+	BillAmountFen  *int64 `json:"bill_amount_fen"`
+	LocalAmountFen *int64 `json:"local_amount_fen"`
+	LocalStatus    string `json:"local_status"`
+	Repair         string `json:"repair"`
+	Detail         string `json:"detail,omitempty"`
+}
+
+// listDiscrepancies is GET /v1/reconciliations/{id}/discrepancies?class=&cursor=: a run's rows,
+// a page at a time.
+func (s *Server) listDiscrepancies(c echo.Context) error {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id < 1 {
+		return payment.ErrNotFound
+	}
+	cursor, err := cursorOf(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	if _, err := s.db.GetRun(ctx, id); err != nil {
+		return err
+	}
+	rows, err := s.db.Discrepancies(ctx, id, c.QueryParam("class"), cursor, pageSize)
+	if err != nil {
+		return err
+	}
+	out := struct {
+		Discrepancies []discrepancyView `json:"discrepancies"`
+		NextCursor    string            `json:"next_cursor,omitempty"`
+	}{Discrepancies: []discrepancyView{}}
+	for _, d := range rows {
+		out.Discrepancies = append(out.Discrepancies, discrepancyView{ID: d.ID, Class: d.Class, TradeNo: d.TradeNo,
+			ChannelTxnID: d.ChannelTxnID, BillAmountFen: nullable64(d.BillAmountFen.Int64, d.BillAmountFen.Valid),
+			LocalAmountFen: nullable64(d.LocalAmountFen.Int64, d.LocalAmountFen.Valid), LocalStatus: d.LocalStatus,
+			Repair: d.Repair, Detail: d.Detail})
+	}
+	if len(rows) == pageSize {
+		out.NextCursor = strconv.FormatInt(rows[len(rows)-1].ID, 10)
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+type anomalyListView struct {
+	ID int64 `json:"id"`
+	anomalyView
+	TradeNo     string     `json:"trade_no"`
+	ResolvedBy  string     `json:"resolved_by,omitempty"`
+	ResolvedAt  *time.Time `json:"resolved_at,omitempty"`
+	ResolveNote string     `json:"resolve_note,omitempty"`
+}
+
+func anomalyListViewOf(a payment.Anomaly) anomalyListView {
+	return anomalyListView{ID: a.ID, anomalyView: anomalyViewOf(a), TradeNo: a.TradeNo, ResolvedBy: a.ResolvedBy,
+		ResolvedAt: a.ResolvedAt, ResolveNote: a.ResolveNote}
+}
+
+// listAnomalies is GET /v1/anomalies?kind=&resolved=false&cursor=.
+func (s *Server) listAnomalies(c echo.Context) error {
+	cursor, err := cursorOf(c)
+	if err != nil {
+		return err
+	}
+	unresolved := false
+	switch c.QueryParam("resolved") {
+	case "", "true":
+	case "false":
+		unresolved = true
+	default:
+		return fmt.Errorf("%w: resolved must be false (only unresolved) or absent", errBadQuery)
+	}
+	rows, err := s.db.ListAnomalies(c.Request().Context(), c.QueryParam("kind"), unresolved, cursor, pageSize)
+	if err != nil {
+		return err
+	}
+	out := struct {
+		Anomalies  []anomalyListView `json:"anomalies"`
+		NextCursor string            `json:"next_cursor,omitempty"`
+	}{Anomalies: []anomalyListView{}}
+	for _, a := range rows {
+		out.Anomalies = append(out.Anomalies, anomalyListViewOf(a))
+	}
+	if len(rows) == pageSize {
+		out.NextCursor = strconv.FormatInt(rows[len(rows)-1].ID, 10)
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+var errAlreadyResolved = errors.New("anomaly already resolved")
+
+// resolveAnomaly is POST /v1/anomalies/{id}/resolve {"note"}: records who (the token's name),
+// when, and the note. Resolving twice is a 409.
+func (s *Server) resolveAnomaly(c echo.Context) error {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id < 1 {
+		return payment.ErrNotFound
+	}
+	canonical, err := s.readJSON(c)
+	if err != nil {
+		return err
+	}
+	var in struct {
+		Note string `json:"note"`
+	}
+	if err := decodeStrict(canonical, &in); err != nil || in.Note == "" || len(in.Note) > 512 {
+		return fmt.Errorf("%w: send {\"note\": \"...\"} (1-512 bytes)", errBadQuery)
+	}
+	a, err := s.db.ResolveAnomaly(c.Request().Context(), id, c.Get(clientKey).(string), in.Note, s.now().UTC())
+	if errors.Is(err, payment.ErrConflict) {
+		return fmt.Errorf("%w: by %s at %s", errAlreadyResolved, a.ResolvedBy, a.ResolvedAt.UTC().Format(time.RFC3339))
+	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, anomalyListViewOf(a))
+}
+
+func cursorOf(c echo.Context) (int64, error) {
+	v := c.QueryParam("cursor")
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%w: cursor must be a next_cursor from a previous page", errBadQuery)
+	}
+	return n, nil
+}
+
+func nullable64(v int64, ok bool) *int64 {
+	if !ok {
+		return nil
+	}
+	return &v
+}

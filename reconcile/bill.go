@@ -1,0 +1,393 @@
+package reconcile
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"time"
+
+	"github.com/paygw/paygw/bills"
+	"github.com/paygw/paygw/payment"
+	"github.com/paygw/paygw/repository"
+)
+
+// Classes of a bill run's lines (one discrepancy row each, but MATCHED and REFUND_MATCHED, which
+// are only counted).
+const (
+	ClassMatched              = "MATCHED"
+	ClassChannelOnly          = "CHANNEL_ONLY"
+	ClassStatusMismatch       = "STATUS_MISMATCH"
+	ClassAmountMismatch       = "AMOUNT_MISMATCH"
+	ClassUnknownOrder         = "UNKNOWN_ORDER"
+	ClassLocalOnly            = "LOCAL_ONLY"
+	ClassPending              = "PENDING" // LOCAL_ONLY once the next day's bill lacks it too, or the grace passed
+	ClassRefundMatched        = "REFUND_MATCHED"
+	ClassRefundChannelOnly    = "REFUND_CHANNEL_ONLY"
+	ClassRefundAmountMismatch = "REFUND_AMOUNT_MISMATCH"
+	ClassSummaryMismatch      = "SUMMARY_MISMATCH"
+	ClassBadLine              = "BAD_LINE" // a line the reader could not read: counted, never matched
+)
+
+// BillConfig is the bill run's part of the reconcile block.
+type BillConfig struct {
+	LocalOnlyGrace time.Duration  // a payment missing from its day's bill is LOCAL_ONLY after this (default 48h)
+	Location       *time.Location // the channel's day
+}
+
+// BillReport is what a bill run found.
+type BillReport struct {
+	Channel       string         `json:"channel"`
+	BillDate      string         `json:"bill_date"`
+	Lines         int            `json:"lines"`
+	Counts        map[string]int `json:"counts"`
+	Trusted       bool           `json:"trusted"`
+	Discrepancies []Discrepancy  `json:"discrepancies"`
+	BadLines      []string       `json:"bad_lines,omitempty"`
+}
+
+// Discrepancy is one report row.
+type Discrepancy struct {
+	Class          string `json:"class"`
+	TradeNo        string `json:"trade_no"`
+	ChannelTxnID   string `json:"channel_txn_id"`
+	BillAmountFen  *int64 `json:"bill_amount_fen"`
+	LocalAmountFen *int64 `json:"local_amount_fen"`
+	LocalStatus    string `json:"local_status"`
+	Repair         string `json:"repair"`
+}
+
+// Settled reports whether nothing is left for a person: every line matched or was repaired
+// (a CHANNEL_ONLY applied, a REFUND_CHANNEL_ONLY refunded). PENDING rows wait for tomorrow's bill.
+func (r BillReport) Settled() bool {
+	for _, d := range r.Discrepancies {
+		switch {
+		case d.Class == ClassPending:
+		case d.Class == ClassChannelOnly && d.Repair == string(payment.OutcomeApplied):
+		case d.Class == ClassRefundChannelOnly && d.Repair == string(payment.OutcomeRefunded):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// stageBatch is how many lines one statement stages, and one query matches.
+const stageBatch = 1000
+
+// maxBadLinesReported bounds the bad lines a report quotes (all are counted).
+const maxBadLinesReported = 100
+
+// RunBill reconciles one channel's day against the bill r reads. A re-run of a day replaces
+// that day's rows; repairs go through Apply, so running twice applies nothing twice. An error
+// means the run could not complete (an unreadable bill: the error names the line).
+func (j *Job) RunBill(ctx context.Context, channel string, day time.Time, r bills.Reader, cfg BillConfig, progress func(lines int)) (BillReport, error) {
+	loc := cfg.Location
+	if loc == nil {
+		loc = time.UTC
+	}
+	day = time.Date(day.Year(), day.Month(), day.Day(), 0, 0, 0, 0, loc)
+	rep := BillReport{Channel: channel, BillDate: day.Format(time.DateOnly), Counts: map[string]int{}, Trusted: true, Discrepancies: []Discrepancy{}}
+	runID, err := j.db.StartRun(ctx, channel, day, j.now().UTC())
+	if err != nil {
+		return rep, err
+	}
+	b := &billRun{j: j, ctx: ctx, runID: runID, channel: channel, day: day, rep: &rep}
+
+	// 1. Stage the bill, streaming.
+	batch := make([]repository.BillLine, 0, stageBatch)
+	for {
+		l, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		var bad *bills.LineError
+		if errors.As(err, &bad) {
+			rep.Counts[ClassBadLine]++
+			if len(rep.BadLines) < maxBadLinesReported {
+				rep.BadLines = append(rep.BadLines, bad.Error())
+			}
+			continue
+		}
+		if err != nil {
+			return rep, err
+		}
+		rep.Lines++
+		batch = append(batch, repository.BillLine{No: l.No, Kind: string(l.Kind), TradeNo: l.TradeNo, ChannelTxnID: l.ChannelTxnID,
+			RefundID: l.RefundID, AmountFen: l.AmountFen, Currency: l.Currency, Time: l.Time.UTC()})
+		if len(batch) == stageBatch {
+			if err := j.db.StageLines(ctx, runID, batch); err != nil {
+				return rep, err
+			}
+			batch = batch[:0]
+			if progress != nil {
+				progress(rep.Lines)
+			}
+		}
+	}
+	if err := j.db.StageLines(ctx, runID, batch); err != nil {
+		return rep, err
+	}
+	if progress != nil {
+		progress(rep.Lines)
+	}
+
+	// 2. The bill's own summary against its lines.
+	if err := b.checkSummary(r.Summary()); err != nil {
+		return rep, err
+	}
+	// 3. Payments, 4. refunds, 5. what we hold that the bill lacks.
+	if err := b.payments(); err != nil {
+		return rep, err
+	}
+	if err := b.refunds(); err != nil {
+		return rep, err
+	}
+	if err := b.localOnly(cfg.LocalOnlyGrace); err != nil {
+		return rep, err
+	}
+	sort.SliceStable(rep.Discrepancies, func(i, k int) bool { return rep.Discrepancies[i].Class < rep.Discrepancies[k].Class })
+	return rep, j.db.FinishRun(ctx, runID, rep.Lines, rep.Counts[ClassBadLine], rep.Trusted, rep.Counts, j.now().UTC())
+}
+
+// billRun is one run's state while it classifies.
+type billRun struct {
+	j       *Job
+	ctx     context.Context
+	runID   int64
+	channel string
+	day     time.Time
+	rep     *BillReport
+}
+
+// record counts a line's class and, unless it only counts, stores and reports its row.
+func (b *billRun) record(key string, d Discrepancy, detail string) error {
+	b.rep.Counts[d.Class]++
+	if d.Class == ClassMatched || d.Class == ClassRefundMatched {
+		return nil
+	}
+	b.rep.Discrepancies = append(b.rep.Discrepancies, d)
+	return b.j.db.PutDiscrepancy(b.ctx, repository.Discrepancy{
+		RunID: b.runID, Channel: b.channel, BillDate: b.day, LineKey: key, Class: d.Class, TradeNo: d.TradeNo,
+		ChannelTxnID: d.ChannelTxnID, BillAmountFen: nullInt(d.BillAmountFen), LocalAmountFen: nullInt(d.LocalAmountFen),
+		LocalStatus: d.LocalStatus, Repair: d.Repair, Detail: detail,
+	})
+}
+
+func (b *billRun) checkSummary(s bills.Summary) error {
+	if !s.Present {
+		return nil
+	}
+	got, err := b.j.db.StagedTotals(b.ctx, b.runID)
+	if err != nil {
+		return err
+	}
+	pay, refund := got[string(bills.KindPay)], got[string(bills.KindRefund)]
+	if pay[0] == int64(s.PayCount) && pay[1] == s.PayTotalFen && refund[0] == int64(s.RefundCount) && refund[1] == s.RefundTotalFen {
+		return nil
+	}
+	b.rep.Trusted = false
+	detail := fmt.Sprintf("the bill states %d payments of %d and %d refunds of %d; its lines hold %d of %d and %d of %d",
+		s.PayCount, s.PayTotalFen, s.RefundCount, s.RefundTotalFen, pay[0], pay[1], refund[0], refund[1])
+	return b.record("summary", Discrepancy{Class: ClassSummaryMismatch, LocalStatus: detail}, detail)
+}
+
+// payments classifies the bill's payment lines, repairing through Apply what the bill proves.
+func (b *billRun) payments() error {
+	for after := 0; ; {
+		rows, err := b.j.db.PayMatches(b.ctx, b.runID, b.channel, after, stageBatch)
+		if err != nil || len(rows) == 0 {
+			return err
+		}
+		for _, m := range rows {
+			after = m.No
+			bill := m.AmountFen
+			d := Discrepancy{TradeNo: m.TradeNo, ChannelTxnID: m.ChannelTxnID, BillAmountFen: &bill,
+				LocalAmountFen: ptr(m.OrderAmount), LocalStatus: m.OrderStatus.String}
+			key := "pay:" + m.ChannelTxnID
+			switch {
+			case m.ByTxn && m.OrderAmount.Int64 == bill && m.OrderCur.String == m.Currency:
+				d.Class = ClassMatched
+			case m.ByTxn:
+				d.Class, d.TradeNo = ClassAmountMismatch, m.OrderTradeNo.String
+				if err := b.flagAmount(m); err != nil {
+					return err
+				}
+			case !m.OrderStatus.Valid:
+				d.Class = ClassUnknownOrder
+			default:
+				d.Class = ClassStatusMismatch
+				if m.OrderStatus.String == payment.OrderWaitPay {
+					d.Class = ClassChannelOnly
+				}
+				if d.Repair, err = b.repairPayment(m.BillLine); err != nil {
+					return err
+				}
+			}
+			if err := b.record(key, d, ""); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// repairPayment applies a payment the bill proves, as its notification would have: Apply
+// decides (APPLIED, or PAID_AFTER_CLOSE / DUPLICATE_PAYMENT / AMOUNT_MISMATCH recorded as
+// anomalies). Its outcome is the row's repair; a failure is stored as the repair too, and the
+// next run tries again.
+func (b *billRun) repairPayment(l repository.BillLine) (string, error) {
+	raw, _ := json.Marshal(l) // plain values: cannot fail
+	ev := payment.Event{Channel: b.channel, NotifyID: "bill:" + l.ChannelTxnID, TradeNo: l.TradeNo, ChannelTxnID: l.ChannelTxnID,
+		Kind: payment.KindPaid, Status: "bill", AmountFen: l.AmountFen, Currency: l.Currency, PaidAt: l.Time, Raw: raw,
+		Source: payment.SourceBill}
+	outcome, err := b.j.applier.Apply(b.ctx, ev)
+	if err != nil {
+		return "FAILED: " + err.Error(), nil
+	}
+	return string(outcome), nil
+}
+
+// flagAmount records, as an anomaly, a payment whose bill amount differs from what we applied.
+func (b *billRun) flagAmount(m repository.PayMatch) error {
+	expected := m.OrderAmount.Int64
+	an := payment.Anomaly{Kind: payment.OutcomeAmountMismatch, TradeNo: m.OrderTradeNo.String, Channel: b.channel,
+		ChannelTxnID: m.ChannelTxnID, AmountFen: m.AmountFen, Currency: m.Currency, ExpectedAmountFen: &expected,
+		Detail: fmt.Sprintf("the %s bill of %s says %d %s for this payment; paygw applied %d %s",
+			b.channel, b.day.Format(time.DateOnly), m.AmountFen, m.Currency, expected, m.OrderCur.String),
+		CreatedTime: b.j.now().UTC().Truncate(time.Millisecond)}
+	return b.j.db.InTx(b.ctx, func(tx *repository.Tx) error { return tx.FlagAnomaly(b.ctx, an) })
+}
+
+// refunds classifies the bill's refund lines against the refunds paygw recorded.
+func (b *billRun) refunds() error {
+	for after := 0; ; {
+		rows, err := b.j.db.RefundLines(b.ctx, b.runID, after, stageBatch)
+		if err != nil || len(rows) == 0 {
+			return err
+		}
+		for _, l := range rows {
+			after = l.No
+			bill := l.AmountFen
+			d := Discrepancy{TradeNo: l.TradeNo, ChannelTxnID: l.ChannelTxnID, BillAmountFen: &bill}
+			key := "refund:" + l.ChannelTxnID + ":" + l.RefundID
+			if l.RefundID == "" {
+				key = fmt.Sprintf("refund:%s:%d:%d", l.ChannelTxnID, l.AmountFen, l.No)
+			}
+			f, err := b.j.db.RefundFor(b.ctx, b.channel, l)
+			switch {
+			case err == nil && f.AmountFen == l.AmountFen:
+				d.Class, d.LocalStatus = ClassRefundMatched, f.Status
+			case err == nil:
+				local := f.AmountFen
+				d.Class, d.LocalAmountFen, d.LocalStatus = ClassRefundAmountMismatch, &local, f.Status
+			case errors.Is(err, payment.ErrNotFound):
+				d.Class = ClassRefundChannelOnly
+				d.Repair = b.repairRefund(l)
+			default:
+				return err
+			}
+			if err := b.record(key, d, ""); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// repairRefund applies a refund the bill proves through the refund path.
+func (b *billRun) repairRefund(l repository.BillLine) string {
+	refundID := l.RefundID
+	if refundID == "" {
+		refundID = fmt.Sprintf("bill:%s:%d", l.ChannelTxnID, l.AmountFen)
+	}
+	raw, _ := json.Marshal(l)
+	outcome, err := b.j.applier.Apply(b.ctx, payment.Event{Channel: b.channel, NotifyID: "bill:refund:" + refundID,
+		TradeNo: l.TradeNo, ChannelTxnID: l.ChannelTxnID, Kind: payment.KindRefund, Status: "bill", Currency: l.Currency,
+		RefundID: refundID, RefundFen: l.AmountFen, Raw: raw, Source: payment.SourceBill})
+	if err != nil {
+		return "FAILED: " + err.Error()
+	}
+	return string(outcome)
+}
+
+// localOnly finds what this channel paid us inside the bill's day that no bill of the day or its
+// neighbours shows (orders paid near midnight may sit in the next day's bill). Such a payment is
+// LOCAL_ONLY once the next day's bill is in and lacks it too, or once grace has passed since the
+// day ended; PENDING until then. It also settles the previous day's PENDING rows.
+func (b *billRun) localOnly(grace time.Duration) error {
+	if grace <= 0 {
+		grace = 48 * time.Hour
+	}
+	from, to := b.day, b.day.AddDate(0, 0, 1)
+	_, nextErr := b.j.db.RunOf(b.ctx, b.channel, to)
+	nextIn := nextErr == nil
+	final := nextIn || b.j.now().After(to.Add(grace))
+	for after := int64(0); ; {
+		rows, err := b.j.db.LocalOnly(b.ctx, b.channel, from.UTC(), to.UTC(), b.day.AddDate(0, 0, -1), to, after, stageBatch)
+		if err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			break
+		}
+		for _, p := range rows {
+			after = p.ID
+			local := p.AmountFen
+			d := Discrepancy{Class: ClassPending, TradeNo: p.TradeNo, ChannelTxnID: p.ChannelTxnID, LocalAmountFen: &local, LocalStatus: payment.OrderPaid}
+			if final {
+				d.Class = ClassLocalOnly
+			}
+			if err := b.record("local:"+p.ChannelTxnID, d, "paid at "+p.PaidTime.UTC().Format(time.RFC3339)); err != nil {
+				return err
+			}
+		}
+	}
+	return b.settlePrevious()
+}
+
+// settlePrevious turns the previous day's PENDING rows into LOCAL_ONLY, or drops them when this
+// bill shows the payment after all.
+func (b *billRun) settlePrevious() error {
+	prev, err := b.j.db.RunOf(b.ctx, b.channel, b.day.AddDate(0, 0, -1))
+	if errors.Is(err, payment.ErrNotFound) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	pending, err := b.j.db.PendingOf(b.ctx, prev.ID)
+	if err != nil {
+		return err
+	}
+	for _, p := range pending {
+		found, err := b.j.db.TxnInRun(b.ctx, b.runID, p.ChannelTxnID)
+		if err != nil {
+			return err
+		}
+		if found {
+			err = b.j.db.DeleteDiscrepancy(b.ctx, p.ID)
+		} else {
+			p.Class = ClassLocalOnly
+			err = b.j.db.PutDiscrepancy(b.ctx, p)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func ptr(v sql.NullInt64) *int64 {
+	if !v.Valid {
+		return nil
+	}
+	return &v.Int64
+}
+
+func nullInt(p *int64) sql.NullInt64 {
+	if p == nil {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: *p, Valid: true}
+}
