@@ -13,9 +13,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
-	"github.com/wechatpay-apiv3/wechatpay-go/core"
 	"github.com/wechatpay-apiv3/wechatpay-go/core/auth"
 	"github.com/wechatpay-apiv3/wechatpay-go/core/auth/verifiers"
 	"github.com/wechatpay-apiv3/wechatpay-go/utils"
@@ -46,8 +46,13 @@ type WeChatPayConfig struct {
 type WeChatPay struct {
 	mchID, apiV3Key string
 	appIDs          []string        // every appid whose payments are ours (one mchid serves several)
-	serials         map[string]bool // every Wechatpay-Serial we hold a key for
+	serials         map[string]bool // every Wechatpay-Serial configured at start
 	verifier        auth.Verifier   // the SDK's: the platform key(s) by serial
+	// certs holds the platform certificates (certificate mode; nil in public-key mode): the
+	// configured ones, then those downloaded by a WeChatCertificates refresher.
+	certs *wechatCertSet
+	// refresher, once set, is asked once about a notification's unknown serial.
+	refresher atomic.Pointer[WeChatCertificates]
 }
 
 // wechatMinRSABits: the signature type is WECHATPAY2-SHA256-RSA2048, so anything smaller is a
@@ -129,13 +134,16 @@ func NewWeChatPay(c WeChatPayConfig) (*WeChatPay, error) {
 	}
 
 	var verifier auth.Verifier
+	if len(c.Certificates) > 0 {
+		w.certs = newWeChatCertSet(c.Certificates)
+	}
 	switch {
 	case c.PublicKey != nil && len(c.Certificates) > 0:
-		verifier = verifiers.NewSHA256WithRSACombinedVerifier(core.NewCertificateMapWithList(c.Certificates), c.PublicKeyID, *c.PublicKey)
+		verifier = verifiers.NewSHA256WithRSACombinedVerifier(w.certs, c.PublicKeyID, *c.PublicKey)
 	case c.PublicKey != nil:
 		verifier = verifiers.NewSHA256WithRSAPubkeyVerifier(c.PublicKeyID, *c.PublicKey)
 	default:
-		verifier = verifiers.NewSHA256WithRSAVerifier(core.NewCertificateMapWithList(c.Certificates))
+		verifier = verifiers.NewSHA256WithRSAVerifier(w.certs)
 	}
 	w.verifier = verifier
 	return w, nil
@@ -152,11 +160,16 @@ func (w *WeChatPay) Name() string { return "wechatpay" }
 // signature held by then, so it is not a forgery: most likely our api_v3_key is not the one set
 // in the merchant console); ErrUnsupported for a Wechatpay-Signature-Type or resource algorithm
 // other than WeChat's one; ErrStale when |now - Wechatpay-Timestamp| >= 300 s; ErrBadSignature
-// for an unknown Wechatpay-Serial or a signature that does not verify (WeChat's probes with a
-// wrong signature land here); ErrNotOurs when mchid or appid differ. The SDK's own error text,
-// which quotes the whole request, never reaches our errors.
+// for an unknown Wechatpay-Serial (in certificate mode with a WeChatCertificates refresher set,
+// only after one refresh: see its forSerial) or a signature that does not verify (WeChat's
+// probes with a wrong signature land here); ErrNotOurs when mchid or appid differ. The SDK's own
+// error text, which quotes the whole request, never reaches our errors.
 func (w *WeChatPay) Verify(body []byte, header http.Header, now time.Time) (payment.Event, error) {
-	if err := w.checkHeader(header, now); err != nil {
+	err := w.checkHeader(header, now)
+	if errors.Is(err, errWeChatUnknownSerial) && w.refreshFor(strings.TrimSpace(header.Get("Wechatpay-Serial"))) {
+		err = w.checkHeader(header, now)
+	}
+	if err != nil {
 		return payment.Event{}, err
 	}
 
@@ -226,8 +239,8 @@ func (w *WeChatPay) checkHeader(header http.Header, now time.Time) error {
 		return fmt.Errorf("%w: wechatpay: Wechatpay-Timestamp outside the 300 s window", ErrStale)
 	}
 
-	if !w.serials[serial] {
-		return fmt.Errorf("%w: wechatpay: unknown serial", ErrBadSignature)
+	if !w.knownSerial(serial) {
+		return errWeChatUnknownSerial
 	}
 	if _, err := base64.StdEncoding.DecodeString(sig); err != nil {
 		return fmt.Errorf("%w: wechatpay: Wechatpay-Signature is not base64", ErrBadSignature)

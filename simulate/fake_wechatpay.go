@@ -5,16 +5,22 @@ import (
 	"crypto/rsa"
 	"crypto/sha256"
 	"crypto/subtle"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
+	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 )
 
-// wechatPayRoutes serves WeChat Pay API v3's order query by out_trade_no.
+// wechatPayRoutes serves WeChat Pay API v3's order query by out_trade_no and its platform
+// certificate download.
 func (f *Fake) wechatPayRoutes(mux *http.ServeMux) {
 	merchantKey, err := loadFakePublicKey(f.dir, f.manifest.WeChatPay.MerchantPublicKeyFile)
 	signer, _ := f.signers["wechatpay"].(WeChatPaySigner)
@@ -28,6 +34,126 @@ func (f *Fake) wechatPayRoutes(mux *http.ServeMux) {
 		}
 		f.wechatQuery(w, r, merchantKey, signer)
 	})
+	mux.HandleFunc("GET /v3/certificates", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		f.asked[wechatCertificatesAsked]++
+		f.mu.Unlock()
+		if err != nil {
+			http.Error(w, "sandbox keys: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		f.wechatCertificates(w, r, merchantKey, signer)
+	})
+}
+
+// wechatCertificatesAsked counts the certificate downloads among the questions (Asked); no
+// trade_no contains a slash, so it names no trade.
+const wechatCertificatesAsked = "wechatpay/v3/certificates"
+
+// WeChatCertificateDownloads is how many requests GET /v3/certificates received.
+func (f *Fake) WeChatCertificateDownloads() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.asked[wechatCertificatesAsked]
+}
+
+// wechatCertificate is one entry of the certificate download: the certificate PEM encrypted with
+// AEAD_AES_256_GCM under the merchant's APIv3 key, associated data "certificate".
+type wechatCertificate struct {
+	SerialNo           string `json:"serial_no"`
+	EffectiveTime      string `json:"effective_time"`
+	ExpireTime         string `json:"expire_time"`
+	EncryptCertificate struct {
+		Algorithm      string `json:"algorithm"`
+		Nonce          string `json:"nonce"`
+		AssociatedData string `json:"associated_data"`
+		Ciphertext     string `json:"ciphertext"`
+	} `json:"encrypt_certificate"`
+}
+
+// wechatCertificates answers GET /v3/certificates as WeChat does: after the merchant's
+// Authorization, every platform certificate of the sandbox's platform_cert_file (read at each
+// request, so that a certificate appended to the file is served from then on, as WeChat serves a
+// new certificate ahead of a rotation), encrypted with the APIv3 key, the answer signed as every
+// other answer.
+func (f *Fake) wechatCertificates(w http.ResponseWriter, r *http.Request, merchantKey *rsa.PublicKey, signer WeChatPaySigner) {
+	if reason := f.wechatAuthorized(r, merchantKey); reason != "" {
+		body, _ := json.Marshal(map[string]string{"code": "SIGN_ERROR", "message": reason}) // strings: cannot fail
+		f.wechatWrite(w, r, http.StatusUnauthorized, body, signer)
+		return
+	}
+	certs, err := f.wechatPlatformCertificates()
+	if err != nil {
+		http.Error(w, "sandbox keys: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	cst := time.FixedZone("CST", 8*3600)
+	list := struct {
+		Data []wechatCertificate `json:"data"`
+	}{Data: []wechatCertificate{}}
+	for _, c := range certs {
+		sealed, err := signer.encryptWith(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw}), "certificate", wechatNonce(12))
+		if err != nil {
+			http.Error(w, "sandbox keys: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		e := wechatCertificate{SerialNo: wechatCertSerial(c),
+			EffectiveTime: c.NotBefore.In(cst).Format(time.RFC3339), ExpireTime: c.NotAfter.In(cst).Format(time.RFC3339)}
+		e.EncryptCertificate.Algorithm, e.EncryptCertificate.Nonce = sealed.Algorithm, sealed.Nonce
+		e.EncryptCertificate.AssociatedData, e.EncryptCertificate.Ciphertext = sealed.AssociatedData, sealed.Ciphertext
+		list.Data = append(list.Data, e)
+	}
+	body, _ := json.Marshal(list) // plain fields: cannot fail
+	f.wechatWrite(w, r, http.StatusOK, body, signer)
+}
+
+// wechatPlatformCertificates reads the certificates of the sandbox's platform_cert_file; none
+// when the sandbox has no such file.
+func (f *Fake) wechatPlatformCertificates() ([]*x509.Certificate, error) {
+	if f.manifest.WeChatPay.PlatformCertFile == "" {
+		return nil, nil
+	}
+	rest, err := os.ReadFile(filepath.Join(f.dir, f.manifest.WeChatPay.PlatformCertFile)) // #nosec G304 -- a file of the sandbox directory, named by its manifest
+	if err != nil {
+		return nil, err
+	}
+	var certs []*x509.Certificate
+	for {
+		var block *pem.Block
+		if block, rest = pem.Decode(rest); block == nil {
+			return certs, nil
+		}
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f.manifest.WeChatPay.PlatformCertFile, err)
+		}
+		certs = append(certs, c)
+	}
+}
+
+// wechatCertSerial is a certificate's serial as WeChat writes it: upper-case hex of its bytes.
+func wechatCertSerial(c *x509.Certificate) string { return fmt.Sprintf("%X", c.SerialNumber.Bytes()) }
+
+// wechatAnswerSigner is the platform key an answer to r is signed with. The request's
+// Wechatpay-Serial names the platform key the merchant can verify with: a platform certificate
+// serial gets the answer signed with the platform certificate the fake holds the private key of
+// (a merchant in certificate mode); anything else, the platform public key (PUB_KEY_ID_...).
+func (f *Fake) wechatAnswerSigner(r *http.Request, signer WeChatPaySigner) WeChatPaySigner {
+	asked := r.Header.Get("Wechatpay-Serial")
+	if asked == "" || strings.HasPrefix(asked, "PUB_KEY_ID_") || signer.Key == nil {
+		return signer
+	}
+	certs, err := f.wechatPlatformCertificates()
+	if err != nil {
+		return signer
+	}
+	for _, c := range certs {
+		if pub, ok := c.PublicKey.(*rsa.PublicKey); ok && pub.Equal(&signer.Key.PublicKey) {
+			signer.Serial = wechatCertSerial(c)
+			return signer
+		}
+	}
+	return signer
 }
 
 // wechatQueryOrder is the order as WeChat's query answers it; an unpaid order has no
@@ -61,7 +187,7 @@ type wechatQueryOrder struct {
 func (f *Fake) wechatQuery(w http.ResponseWriter, r *http.Request, merchantKey *rsa.PublicKey, signer WeChatPaySigner) {
 	fail := func(status int, code, message string) {
 		body, _ := json.Marshal(map[string]string{"code": code, "message": message}) // strings: cannot fail
-		f.wechatWrite(w, status, body, signer)
+		f.wechatWrite(w, r, status, body, signer)
 	}
 	if reason := f.wechatAuthorized(r, merchantKey); reason != "" {
 		fail(http.StatusUnauthorized, "SIGN_ERROR", reason)
@@ -78,7 +204,7 @@ func (f *Fake) wechatQuery(w http.ResponseWriter, r *http.Request, merchantKey *
 		return
 	}
 	body, _ := json.Marshal(f.wechatOrder(t)) // plain fields: cannot fail
-	f.wechatWrite(w, http.StatusOK, body, signer)
+	f.wechatWrite(w, r, http.StatusOK, body, signer)
 }
 
 // wechatOrder is what the query says about a trade of the store.
@@ -147,9 +273,10 @@ func (f *Fake) wechatAuthorized(r *http.Request, key *rsa.PublicKey) string {
 	return ""
 }
 
-// wechatWrite sends body with the Wechatpay-* headers of a platform-signed response.
-func (f *Fake) wechatWrite(w http.ResponseWriter, status int, body []byte, signer WeChatPaySigner) {
-	h, err := signer.SignBody(body, time.Now())
+// wechatWrite sends body, the answer to r, with the Wechatpay-* headers of a platform-signed
+// response.
+func (f *Fake) wechatWrite(w http.ResponseWriter, r *http.Request, status int, body []byte, signer WeChatPaySigner) {
+	h, err := f.wechatAnswerSigner(r, signer).SignBody(body, time.Now())
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return

@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
@@ -50,6 +51,10 @@ type Manifest struct {
 		MerchantPrivateKeyFile string `json:"merchant_private_key_file"`
 		MerchantPublicKeyFile  string `json:"merchant_public_key_file"`
 		MerchantSerialNo       string `json:"merchant_serial_no"`
+		// Certificate mode: a platform certificate (PEM) over the platform key of PrivateKeyFile.
+		// The fake serves every certificate in this file from /v3/certificates. Empty in
+		// sandboxes generated before certificate mode.
+		PlatformCertFile string `json:"platform_cert_file,omitempty"`
 	} `json:"wechatpay"`
 	Stripe struct {
 		WebhookSecret string `json:"webhook_secret"`
@@ -93,7 +98,7 @@ func WriteKeys(dir string, now time.Time) (Manifest, error) {
 	m.Alipay.AppPrivateKeyFile, m.Alipay.AppPublicKeyFile = "alipay_app_private.pem", "alipay_app_public.pem"
 	w.rsaPair(m.Alipay.AppPrivateKeyFile, m.Alipay.AppPublicKeyFile)
 
-	w.rsaPair("wechatpay_private.pem", "wechatpay_public.pem")
+	platformKey := w.rsaPair("wechatpay_private.pem", "wechatpay_public.pem")
 	m.WeChatPay.MchID, m.WeChatPay.AppID = SandboxWeChatMchID, SandboxWeChatAppID
 	m.WeChatPay.APIv3Key = randomAlnum(32)
 	m.WeChatPay.PublicKeyID = "PUB_KEY_ID_01" + strings.ToUpper(randomHex(12))
@@ -101,6 +106,8 @@ func WriteKeys(dir string, now time.Time) (Manifest, error) {
 	m.WeChatPay.MerchantPrivateKeyFile, m.WeChatPay.MerchantPublicKeyFile = "wechatpay_merchant_private.pem", "wechatpay_merchant_public.pem"
 	m.WeChatPay.MerchantSerialNo = strings.ToUpper(randomHex(40))
 	w.rsaPair(m.WeChatPay.MerchantPrivateKeyFile, m.WeChatPay.MerchantPublicKeyFile)
+	m.WeChatPay.PlatformCertFile = "wechatpay_platform_cert.pem"
+	w.wechatPlatformCert(m.WeChatPay.PlatformCertFile, platformKey, now)
 
 	m.Stripe.WebhookSecret = "whsec_" + randomAlnum(32)
 	m.Stripe.APIKey = "sk_test_" + randomAlnum(32)
@@ -284,6 +291,44 @@ func randomAlnum(n int) string {
 		b[i] = alphabet[int(b[i])%len(alphabet)]
 	}
 	return string(b)
+}
+
+// wechatPlatformCert writes a self-signed platform certificate over key, valid five years as
+// WeChat's platform certificates are, with a 20-byte serial (40 hex digits, as WeChat's are).
+func (w *keyWriter) wechatPlatformCert(name string, key *rsa.PrivateKey, now time.Time) {
+	if w.err != nil || key == nil {
+		return
+	}
+	cert, err := NewWeChatPlatformCertificate(key, now)
+	if err != nil {
+		w.err = errors.Join(w.err, err)
+		return
+	}
+	w.write(name, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw}), 0o644)
+}
+
+// NewWeChatPlatformCertificate makes a self-signed WeChat Pay platform certificate over key,
+// valid from an hour before now for five years. Tests use it to stand for a rotated-in
+// certificate.
+func NewWeChatPlatformCertificate(key *rsa.PrivateKey, now time.Time) (*x509.Certificate, error) {
+	serial := make([]byte, 20)
+	if _, err := rand.Read(serial); err != nil {
+		return nil, err
+	}
+	serial[0] |= 0x40 // positive, and 20 bytes long whatever the random bytes
+	serial[0] &= 0x7f
+	tmpl := &x509.Certificate{
+		SerialNumber: new(big.Int).SetBytes(serial),
+		Subject:      pkix.Name{CommonName: "Tenpay.com sandbox platform", Organization: []string{"paygw sandbox"}},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.AddDate(5, 0, 0),
+		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, err
+	}
+	return x509.ParseCertificate(der)
 }
 
 // unionPay writes a sandbox CA chain (root, intermediate) and a signing certificate and key.

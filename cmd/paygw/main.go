@@ -279,6 +279,29 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 		go reconcile.New(db, applier, qs, reconcileConfig(cfg), log).Serve(ctx, cfg.Reconcile.QueryInterval, holder)
 	}
 
+	// WeChat Pay in certificate mode follows the platform-certificate rotation: a download now and
+	// every 12 h in the background (a failure keeps the certificates trusted so far), and one for a
+	// notification of an unknown serial.
+	for _, ch := range chs {
+		if wp, ok := ch.(*channels.WeChatPay); ok && wp.CertificateMode() {
+			certs, err := channels.NewWeChatCertificates(cfg.Channels.WeChatPay, wp, &http.Client{Timeout: outboundTimeout}, func(added []string, err error) {
+				if err != nil {
+					log.Warn().Err(err).Msg("wechatpay platform certificates not downloaded; the trusted ones stay")
+				} else if len(added) > 0 {
+					log.Info().Strs("serials", added).Msg("wechatpay platform certificates added")
+				}
+			})
+			switch {
+			case errors.Is(err, channels.ErrNoCredentials):
+				log.Warn().Err(err).Msg("wechatpay platform certificates are not downloaded: new ones are not followed")
+			case err != nil:
+				return err
+			default:
+				go certs.Run(ctx, channels.WeChatCertificateRefresh)
+			}
+		}
+	}
+
 	// The sweeper: processing records older than the timeout become failed, so a retry can run.
 	go sweepEvery(ctx, time.Minute, db, cfg.Idempotency.ProcessingTimeout(), log)
 
