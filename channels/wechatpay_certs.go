@@ -11,14 +11,11 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/wechatpay-apiv3/wechatpay-go/core"
-	"github.com/wechatpay-apiv3/wechatpay-go/core/auth/signers"
 	"github.com/wechatpay-apiv3/wechatpay-go/core/downloader"
 	"github.com/wechatpay-apiv3/wechatpay-go/utils"
 
@@ -164,38 +161,15 @@ type wechatDownload struct {
 // Errors: ErrNoCredentials naming the missing merchant key; an error when v is in public-key mode,
 // or naming the configuration key at fault (never a key's contents).
 func NewWeChatCertificates(c config.WeChatPay, v *WeChatPay, hc *http.Client, report func(added []string, err error)) (*WeChatCertificates, error) {
-	const p = "channels: wechatpay: "
 	switch {
 	case v == nil:
-		return nil, errors.New(p + "NewWeChatCertificates: nil verifier")
+		return nil, errors.New("channels: wechatpay: NewWeChatCertificates: nil verifier")
 	case !v.CertificateMode():
-		return nil, errors.New(p + "public-key mode: no platform certificates to download (channels.wechatpay.platform_certificate_files is empty)")
-	case c.MerchantPrivateKeyFile == "":
-		return nil, fmt.Errorf("%w: channels.wechatpay.merchant_private_key_file is not set", ErrNoCredentials)
-	case strings.TrimSpace(c.MerchantSerialNo) == "":
-		return nil, fmt.Errorf("%w: channels.wechatpay.merchant_serial_no is not set", ErrNoCredentials)
-	case strings.TrimSpace(c.MerchantSerialNo) != c.MerchantSerialNo:
-		return nil, errors.New(p + "channels.wechatpay.merchant_serial_no: surrounding white space")
+		return nil, errors.New("channels: wechatpay: public-key mode: no platform certificates to download (channels.wechatpay.platform_certificate_files is empty)")
 	}
-	if err := checkBaseURL(c.APIBaseURL, false); err != nil {
-		return nil, fmt.Errorf(p+"channels.wechatpay.api_base_url: %w", err)
-	}
-	base, _ := url.Parse(c.APIBaseURL) // checked above
-	b, err := os.ReadFile(c.MerchantPrivateKeyFile)
+	client, err := wechatMerchantClient(c, v, hc, wechatCertListValidator{wechatResponseValidator{v: v}})
 	if err != nil {
-		return nil, fmt.Errorf(p+"channels.wechatpay.merchant_private_key_file: %w", err)
-	}
-	key, err := parseRSAPrivateKey(b)
-	if err != nil {
-		return nil, fmt.Errorf(p+"channels.wechatpay.merchant_private_key_file: %w", err)
-	}
-	client, err := core.NewClientWithDialSettings(context.Background(), &core.DialSettings{
-		HTTPClient: capturingClient(hc, base),
-		Signer:     &signers.SHA256WithRSASigner{MchID: v.mchID, CertificateSerialNo: c.MerchantSerialNo, PrivateKey: key},
-		Validator:  wechatCertListValidator{wechatResponseValidator{v: v}},
-	})
-	if err != nil {
-		return nil, fmt.Errorf(p+"building the SDK client: %w", err)
+		return nil, err
 	}
 	r := &WeChatCertificates{v: v, client: client, report: report, gap: wechatRefreshGap, wait: wechatRefreshWait}
 	v.refresher.Store(r)

@@ -49,10 +49,23 @@ var _ Querier = (*WeChatPayQuerier)(nil)
 // merchant_serial_no when one is not set; an error naming the key when the file cannot be read,
 // the key does not parse (never its contents), or api_base_url is not scheme and host.
 func NewWeChatPayQuerier(c config.WeChatPay, v *WeChatPay, hc *http.Client) (Querier, error) {
+	if v == nil {
+		return nil, errors.New("channels: wechatpay: NewWeChatPayQuerier: nil verifier")
+	}
+	client, err := wechatMerchantClient(c, v, hc, wechatResponseValidator{v: v})
+	if err != nil {
+		return nil, err
+	}
+	return &WeChatPayQuerier{svc: native.NativeApiService{Client: client}, v: v}, nil
+}
+
+// wechatMerchantClient is the SDK client that calls WeChat Pay as the merchant: requests signed
+// with the merchant API key and serial, sent to api_base_url, answers checked by validator.
+// Errors: ErrNoCredentials naming the missing key; otherwise errors naming the key at fault,
+// never a key's contents.
+func wechatMerchantClient(c config.WeChatPay, v *WeChatPay, hc *http.Client, validator auth.Validator) (*core.Client, error) {
 	const p = "channels: wechatpay: "
 	switch {
-	case v == nil:
-		return nil, errors.New(p + "NewWeChatPayQuerier: nil verifier")
 	case c.MerchantPrivateKeyFile == "":
 		return nil, fmt.Errorf("%w: channels.wechatpay.merchant_private_key_file is not set", ErrNoCredentials)
 	case strings.TrimSpace(c.MerchantSerialNo) == "":
@@ -72,16 +85,15 @@ func NewWeChatPayQuerier(c config.WeChatPay, v *WeChatPay, hc *http.Client) (Que
 	if err != nil {
 		return nil, fmt.Errorf(p+"channels.wechatpay.merchant_private_key_file: %w", err)
 	}
-
 	client, err := core.NewClientWithDialSettings(context.Background(), &core.DialSettings{
 		HTTPClient: capturingClient(hc, base),
 		Signer:     &signers.SHA256WithRSASigner{MchID: v.mchID, CertificateSerialNo: c.MerchantSerialNo, PrivateKey: key},
-		Validator:  wechatResponseValidator{v: v},
+		Validator:  validator,
 	})
 	if err != nil {
 		return nil, fmt.Errorf(p+"building the SDK client: %w", err)
 	}
-	return &WeChatPayQuerier{svc: native.NativeApiService{Client: client}, v: v}, nil
+	return client, nil
 }
 
 // Name is the channel asked.
