@@ -24,7 +24,8 @@ import (
 // 商户订单号 (orderId) without its padding; the amount is 交易金额, twelve digits of fen; the
 // currency CNY. The time is 交易传输时间, MMDDhhmmss in Beijing time, which carries no year: the
 // reader takes the year that puts it nearest the bill date, so a January 1st bill can hold
-// December 31st lines of the year before. The ZM file states no summary.
+// December 31st lines of the year before; a time more than 31 days from the bill date is a bad
+// line. The ZM file states no summary.
 type UnionPay struct {
 	lr     *lineReader
 	date   time.Time
@@ -218,6 +219,10 @@ func (u *UnionPay) row(no int) (l Line, skip bool, err error) {
 	return l, false, nil
 }
 
+// zmWindow bounds how far a line's time may be from its bill's date: a day's file holds that
+// day's transactions, and the ones the settlement cut-off carried over, not older ones.
+const zmWindow = 31 * 24 * time.Hour
+
 // resolve reads MMDDhhmmss in the year that puts it nearest the bill date.
 func (u *UnionPay) resolve(s string) (time.Time, error) {
 	if len(s) != 10 || !allDigits(s) {
@@ -240,6 +245,9 @@ func (u *UnionPay) resolve(s string) (time.Time, error) {
 	}
 	if best.IsZero() {
 		return time.Time{}, fmt.Errorf("no such day")
+	}
+	if absDur(best.Sub(u.date)) > zmWindow {
+		return time.Time{}, fmt.Errorf("more than 31 days from the bill date %s", u.date.Format(time.DateOnly))
 	}
 	return best, nil
 }
