@@ -31,7 +31,9 @@ import (
 // Summary: 交易合计 gives PayCount and PayTotalFen, 退款合计 RefundCount and RefundTotalFen (made
 // positive). Both totals are 商家实收 sums, not 订单金额 sums, so the reader checks them against the
 // 商家实收（元） column when the header has it (and the counts always); Summary.Mismatch says what
-// disagreed. A file that ends inside the detail block was cut short: ErrFormat.
+// disagreed. A file that ends inside the detail block was cut short: ErrFormat. So is a byte
+// sequence GBK does not define, anywhere, and a file written in UTF-8 (recognised by the UTF-8
+// bytes of 业务明细 before the header), which the error names.
 type Alipay struct {
 	lr     *lineReader
 	gbk    *gbkLine
