@@ -38,6 +38,17 @@ type Summary struct {
 	PayTotalFen    int64
 	RefundCount    int
 	RefundTotalFen int64
+
+	// RowCount is a count of every detail row whatever its kind or state, for bills that state
+	// that instead of counts per kind (WeChat's 总交易单数); PayCount and RefundCount are then 0.
+	RowCount int
+	// Skipped counts detail rows read and deliberately not yielded: kinds paygw does not
+	// reconcile (each reader documents which). Set for every bill, with a summary or without.
+	Skipped int
+	// Mismatch is set when the bill's summary disagrees with its detail rows, compared in the
+	// bill's own terms by the reader that knows them (which column a total sums, which rows a
+	// count counts). Bad lines cannot be summed, so a bill with any usually mismatches too.
+	Mismatch string
 }
 
 // LineError is a detail line that could not be read. Readers report it and go on: a bad line is

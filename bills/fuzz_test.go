@@ -1,0 +1,122 @@
+package bills
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Every reader of outside input is fuzzed: whatever the bytes, it must end (each call to Next
+// consumes at least one line, so the calls are bounded by the input's size), yield only
+// well-formed lines, and report nothing but io.EOF, *LineError or ErrFormat (readAll checks all
+// of that).
+
+func maxCalls(data []byte) int { return bytes.Count(data, []byte("\n")) + 3 }
+
+func FuzzAlipayCSV(f *testing.F) {
+	f.Add(gbk(f, alipaySample(f)))
+	f.Add(gbk(f, alipayConsistent()))
+	f.Add([]byte(alipayConsistent()))
+	f.Add(gbk(f, "#业务明细列表\n支付宝交易号,商户订单号,业务类型,完成时间,订单金额（元）,退款批次号/请求号\n1,T,交易,2024-05-01 00:00:00,1,\n#\n#交易合计：1笔，商家实收共0.01元"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		readAll(t, NewAlipayCSV(bytes.NewReader(data)), maxCalls(data))
+	})
+}
+
+func FuzzAlipayZip(f *testing.F) {
+	f.Add(zipOf(f, zipEntry{gbk(f, "x_业务明细.csv"), gbk(f, alipayConsistent())}))
+	f.Add(zipOf(f, zipEntry{gbk(f, "x_业务明细(汇总).csv"), []byte("a")}, zipEntry{[]byte("b"), gbk(f, alipaySample(f))}))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := NewAlipay(bytes.NewReader(data), int64(len(data)))
+		if err != nil {
+			wantFormat(t, result{err: err}, "")
+			return
+		}
+		// A zip inflates: bound the calls by a generous multiple of its size.
+		readAll(t, r, 1000*len(data)+3)
+	})
+}
+
+func FuzzWeChat(f *testing.F) {
+	sample, err := os.ReadFile("testdata/wechat_sample.txt")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(sample)
+	f.Add([]byte(wechatBill("\r\n")))
+	f.Add(gzipped(f, wechatBill("\n")))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		calls := maxCalls(data)
+		if bytes.HasPrefix(data, []byte{0x1f, 0x8b}) {
+			calls = 1000*len(data) + 3
+		}
+		readAll(t, NewWeChat(bytes.NewReader(data)), calls)
+	})
+}
+
+func FuzzUnionPayZM(f *testing.F) {
+	f.Add(zmFile(f, "\r\n",
+		zmRow("01", "1231235959", "1999", "512412312359590001", "T1", ""),
+		zmRow("04", "0101100000", "500", "512501011000000003", "T1", "512412312359590001")))
+	f.Add(zmLine(f, zmRow("31", "0101000001", "1", "1", "订单", "2")))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		readAll(t, NewUnionPayZM(bytes.NewReader(data), time.Date(2025, 1, 1, 0, 0, 0, 0, shanghai)), maxCalls(data))
+	})
+}
+
+func FuzzStripe(f *testing.F) {
+	f.Add([]byte(stripeReport))
+	f.Add([]byte(strings.ReplaceAll(stripeReport, "\n", "\r\n")))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		readAll(t, NewStripe(bytes.NewReader(data)), maxCalls(data))
+	})
+}
+
+func FuzzCSV(f *testing.F) {
+	f.Add([]byte("trade_no,channel_txn_id,kind,amount_fen,currency,time,refund_id\nT1,ch_1,PAY,1999,CNY,2024-05-01T10:20:30+08:00,\nT1,ch_1,REFUND,5,CNY,2024-05-01T10:20:30Z,r\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		readAll(t, NewCSV(bytes.NewReader(data)), maxCalls(data))
+	})
+}
+
+// FuzzParseDecimal: whatever parses, formats back to the same string (no guessing: exactly one
+// spelling per amount, bar a shorter fraction).
+func FuzzParseDecimal(f *testing.F) {
+	for _, s := range []string{"0.01", "-12.5", "1,000.00", "1000", "0.001", "01", "-0"} {
+		f.Add(s, 2)
+	}
+	f.Fuzz(func(t *testing.T, s string, exp int) {
+		exp = ((exp % 4) + 4) % 4
+		v, err := parseDecimal(s, exp)
+		if err != nil {
+			return
+		}
+		if v > maxMinor || v < -maxMinor {
+			t.Fatalf("%q: %d out of bounds", s, v)
+		}
+		neg := strings.HasPrefix(s, "-")
+		body := strings.TrimPrefix(s, "-")
+		whole, frac, _ := strings.Cut(body, ".")
+		back := whole + (frac + strings.Repeat("0", exp))[:exp]
+		abs := v
+		if abs < 0 {
+			abs = -abs
+		}
+		if got := strings.TrimLeft(back, "0"); got != strings.TrimLeft(formatInt(abs), "0") || (neg != (v < 0) && v != 0) {
+			t.Fatalf("%q at exp %d parsed as %d", s, exp, v)
+		}
+	})
+}
+
+func formatInt(v int64) string {
+	if v == 0 {
+		return "0"
+	}
+	var b []byte
+	for ; v > 0; v /= 10 {
+		b = append([]byte{byte('0' + v%10)}, b...)
+	}
+	return string(b)
+}

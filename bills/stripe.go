@@ -1,0 +1,155 @@
+package bills
+
+import (
+	"io"
+	"strings"
+	"time"
+)
+
+// Stripe reads a CSV of Stripe's report balance_change_from_activity.itemized.3 (UTF-8, RFC 4180
+// quoting, a header row; columns by name, so any order and extra columns do):
+//
+//	balance_transaction_id, created_utc, currency, gross, reporting_category,
+//	payment_intent_id, payment_metadata[trade_no], source_id
+//
+// are required. Rows: reporting_category charge is a payment, refund a refund (RefundID =
+// source_id, the re_ id refund events carry); other categories (fees, payouts, disputes,
+// transfers ...) are skipped and counted in Summary.Skipped. ChannelTxnID is payment_intent_id,
+// the id paygw's Stripe notifications carry (for a refund, the payment it undoes); TradeNo is
+// payment_metadata[trade_no], which may be empty for a payment paygw did not create. gross is in
+// MAJOR units and is converted exactly into the minor units Stripe's API counts the currency in
+// (see currencyExponent: JPY "1000" is 1000, USD "10.00" is 1000, KWD "1.234" is 1234); a refund's
+// negative gross becomes a positive amount. created_utc ("2006-01-02 15:04:05", or RFC 3339) is
+// UTC. The report states no summary.
+type Stripe struct {
+	rs     *csvRecords
+	n      int
+	col    stripeColumns
+	header bool
+	sum    Summary
+	err    error
+}
+
+type stripeColumns struct{ btxn, created, currency, gross, category, intent, tradeNo, source int }
+
+var _ Reader = (*Stripe)(nil)
+
+// NewStripe reads the report. Errors come from Next.
+func NewStripe(r io.Reader) *Stripe { return &Stripe{rs: newCSVRecords(r)} }
+
+// Summary: the report states none; Skipped counts the rows of other categories.
+func (s *Stripe) Summary() Summary { return s.sum }
+
+// Next returns the next charge or refund row.
+func (s *Stripe) Next() (Line, error) {
+	for s.err == nil {
+		rec, no, err := s.rs.next("stripe")
+		switch {
+		case err == io.EOF && !s.header:
+			s.err = formatErr("stripe: the file is empty")
+			continue
+		case err == io.EOF:
+			s.err = io.EOF
+			continue
+		case err != nil:
+			if le, bad := err.(*LineError); bad {
+				if s.header {
+					return Line{}, err
+				}
+				err = formatErr("stripe: the header: %v", le)
+			}
+			s.err = err
+			continue
+		}
+		if !s.header {
+			s.err = s.readHeader(rec)
+			s.header = true
+			continue
+		}
+		l, skip, err := s.row(no, rec)
+		if err != nil {
+			return Line{}, err
+		}
+		if !skip {
+			return l, nil
+		}
+	}
+	return Line{}, s.err
+}
+
+func (s *Stripe) readHeader(rec []string) error {
+	c := newColumns(rec)
+	var err error
+	need := func(name string) int {
+		i, e := c.need("stripe: line 1", name)
+		if err == nil {
+			err = e
+		}
+		return i
+	}
+	s.col = stripeColumns{
+		btxn:     need("balance_transaction_id"),
+		created:  need("created_utc"),
+		currency: need("currency"),
+		gross:    need("gross"),
+		category: need("reporting_category"),
+		intent:   need("payment_intent_id"),
+		tradeNo:  need("payment_metadata[trade_no]"),
+		source:   need("source_id"),
+	}
+	s.n = len(rec)
+	return err
+}
+
+func (s *Stripe) row(no int, f []string) (l Line, skip bool, err error) {
+	if len(f) != s.n {
+		return Line{}, false, lineErr(no, "%d fields, the header has %d", len(f), s.n)
+	}
+	c := s.col
+	switch cat := strings.TrimSpace(f[c.category]); cat {
+	case "charge":
+		l.Kind = KindPay
+	case "refund":
+		l.Kind = KindRefund
+	case "":
+		return Line{}, false, lineErr(no, "reporting_category empty")
+	default:
+		s.sum.Skipped++
+		return Line{}, true, nil
+	}
+	if strings.TrimSpace(f[c.btxn]) == "" {
+		return Line{}, false, lineErr(no, "balance_transaction_id empty")
+	}
+	cur, ok := currencyCode(strings.TrimSpace(f[c.currency]))
+	if !ok {
+		return Line{}, false, lineErr(no, "currency %s: want an ISO 4217 code", quote(f[c.currency]))
+	}
+	gross := strings.TrimSpace(f[c.gross])
+	amount, err := parseDecimal(gross, currencyExponent(cur))
+	if err != nil {
+		return Line{}, false, lineErr(no, "gross %s (%s): %v", quote(gross), cur, err)
+	}
+	switch {
+	case l.Kind == KindPay && amount <= 0:
+		return Line{}, false, lineErr(no, "gross %s: a charge wants a positive amount", quote(gross))
+	case l.Kind == KindRefund && amount >= 0:
+		return Line{}, false, lineErr(no, "gross %s: a refund wants a negative amount", quote(gross))
+	}
+	l.AmountFen = max(amount, -amount)
+	if l.ChannelTxnID = strings.TrimSpace(f[c.intent]); l.ChannelTxnID == "" {
+		return Line{}, false, lineErr(no, "payment_intent_id empty: paygw matches Stripe payments by their intent")
+	}
+	if l.Kind == KindRefund {
+		if l.RefundID = strings.TrimSpace(f[c.source]); l.RefundID == "" {
+			return Line{}, false, lineErr(no, "source_id empty on a refund")
+		}
+	}
+	created := strings.TrimSpace(f[c.created])
+	if l.Time, err = time.Parse(time.DateTime, created); err != nil {
+		if l.Time, err = time.Parse(time.RFC3339, created); err != nil {
+			return Line{}, false, lineErr(no, "created_utc %s: want yyyy-MM-dd HH:mm:ss", quote(created))
+		}
+	}
+	l.No, l.Currency, l.TradeNo = no, cur, strings.TrimSpace(f[c.tradeNo])
+	return l, false, nil
+}
