@@ -42,6 +42,12 @@ type Reconcile struct {
 	QueryAfter    time.Duration `koanf:"query_after"`    // first query once an attempt is this old
 	QueryMaxAge   time.Duration `koanf:"query_max_age"`  // stop asking after this
 	QPS           int           `koanf:"qps"`            // per channel, outbound
+
+	// Bills: Stripe's day is in this zone (the Chinese channels' is Asia/Shanghai); a payment
+	// missing from its day's bill is LOCAL_ONLY after local_only_grace, or once the next day's
+	// bill lacks it too.
+	StripeTimezone string        `koanf:"stripe_timezone"`
+	LocalOnlyGrace time.Duration `koanf:"local_only_grace"`
 }
 
 // Admin is an operators-only listener: /debug/pprof. Off unless addr is set; bind it to
@@ -190,6 +196,8 @@ func defaults() map[string]any {
 		"reconcile.query_after":                "10m",
 		"reconcile.query_max_age":              "72h",
 		"reconcile.qps":                        10,
+		"reconcile.stripe_timezone":            "UTC",
+		"reconcile.local_only_grace":           "48h",
 		"admin.addr":                           "",
 	}
 }
@@ -528,6 +536,12 @@ func (c *Config) validateReconcile(bad func(key, format string, args ...any)) {
 	}
 	if r.QPS < 1 || r.QPS > 1000 {
 		bad("reconcile.qps", "must be between 1 and 1000, got %d", r.QPS)
+	}
+	if _, err := time.LoadLocation(r.StripeTimezone); err != nil || r.StripeTimezone == "" {
+		bad("reconcile.stripe_timezone", "must be an IANA time zone such as UTC or America/New_York, got %q", r.StripeTimezone)
+	}
+	if r.LocalOnlyGrace < time.Hour {
+		bad("reconcile.local_only_grace", "must be at least 1h, got %s", r.LocalOnlyGrace)
 	}
 	for key, u := range map[string]string{
 		"channels.alipay.gateway_url":     c.Channels.Alipay.GatewayURL,

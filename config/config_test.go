@@ -43,7 +43,8 @@ func wantDefaults() Config {
 			Stripe:    Stripe{Tolerance: 300 * time.Second, APIBaseURL: "https://api.stripe.com"},
 			UnionPay:  UnionPay{SignerName: "中国银联股份有限公司", QueryURL: "https://gateway.95516.com/gateway/api/queryTrans.do"},
 		},
-		Reconcile: Reconcile{QueryInterval: time.Minute, QueryAfter: 10 * time.Minute, QueryMaxAge: 72 * time.Hour, QPS: 10},
+		Reconcile: Reconcile{QueryInterval: time.Minute, QueryAfter: 10 * time.Minute, QueryMaxAge: 72 * time.Hour, QPS: 10,
+			StripeTimezone: "UTC", LocalOnlyGrace: 48 * time.Hour},
 	}
 }
 

@@ -87,24 +87,6 @@ func (db *DB) StageLines(ctx context.Context, runID int64, lines []BillLine) err
 	return err
 }
 
-// StagedTotals is what a run's staged lines add up to, per kind.
-func (db *DB) StagedTotals(ctx context.Context, runID int64) (map[string][2]int64, error) {
-	const q = `SELECT kind, COUNT(*) AS n, COALESCE(SUM(amount_fen), 0) AS total FROM recon_line WHERE run_id = ? GROUP BY kind`
-	var rows []struct {
-		Kind  string `db:"kind"`
-		N     int64  `db:"n"`
-		Total int64  `db:"total"`
-	}
-	if err := db.x.SelectContext(ctx, &rows, q, runID); err != nil {
-		return nil, err
-	}
-	out := map[string][2]int64{}
-	for _, r := range rows {
-		out[r.Kind] = [2]int64{r.N, r.Total}
-	}
-	return out, nil
-}
-
 // PayMatch is a staged payment line and the order it names (empty when none): the order paid by
 // its transaction when there is one, else the order its trade_no names.
 type PayMatch struct {

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	_ "time/tzdata" // reconcile.stripe_timezone resolves on hosts without tzdata
 
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
@@ -45,6 +46,8 @@ Usage:
   paygw sweep   [--config FILE]    one pass of the processing-timeout cleanup
   paygw reconcile query [--config FILE] [--channel C] [--trade-no T] [--older-than D] [--max-age D] [--dry-run]
                                    ask the channels about WAIT_PAY orders whose notification never came
+  paygw reconcile bill --channel C --date YYYY-MM-DD --file PATH [--report OUT.json|OUT.csv] [--config FILE]
+                                   match a channel's daily bill against our books (exit 3: discrepancies)
   paygw why TRADE_NO [--config FILE]   why is this order (not) paid: what paygw knows of it
   paygw markers flush [--config FILE]
                                    start a new epoch: no Redis done marker written before is trusted
@@ -61,6 +64,9 @@ func main() {
 	stop()
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)
+	}
+	if errors.Is(err, errDiscrepancies) {
+		os.Exit(exitDiscrepancies) // the run completed; what it found is on stdout
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "paygw:", err)

@@ -1,19 +1,26 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/csv"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
 	"github.com/paygw/paygw/apply"
+	"github.com/paygw/paygw/bills"
 	"github.com/paygw/paygw/channels"
 	"github.com/paygw/paygw/config"
 	"github.com/paygw/paygw/guard"
@@ -44,8 +51,11 @@ func reconcileConfig(cfg *config.Config) reconcile.Config {
 
 // reconcileCmd is `paygw reconcile query`: one run, a line per order asked and a summary.
 func reconcileCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "bill" {
+		return billCmd(ctx, args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || args[0] != "query" {
-		return errors.New("reconcile: the subcommand is `paygw reconcile query` (see --help)")
+		return errors.New("reconcile: the subcommands are `paygw reconcile query` and `paygw reconcile bill` (see --help)")
 	}
 	fs := flag.NewFlagSet("reconcile query", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -105,4 +115,168 @@ func reconcileCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	o.Out = stdout
 	_, err = reconcile.New(db, applier, qs, rc, log).Run(ctx, o)
 	return err
+}
+
+// Exit codes of `paygw reconcile bill` beyond 0 (settled) and 1 (could not run).
+const exitDiscrepancies = 3
+
+// errDiscrepancies makes main exit with exitDiscrepancies: the run completed and found lines a
+// person must look at.
+var errDiscrepancies = errors.New("discrepancies remain")
+
+// shanghai is the Chinese channels' day: fixed UTC+8 (China keeps no DST).
+var shanghai = time.FixedZone("CST", 8*3600)
+
+// billCmd is `paygw reconcile bill`: one channel's day against its bill.
+func billCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("reconcile bill", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "config file (default $PAYGW_CONFIG, else "+config.DefaultPath+")")
+	channel := fs.String("channel", "", "alipay, wechatpay, stripe, unionpay, or csv (the generic format)")
+	date := fs.String("date", "", "the bill's day, YYYY-MM-DD, in the channel's time")
+	file := fs.String("file", "", "the bill in the channel's real format")
+	csvChannel := fs.String("csv-channel", "csv", "with --channel csv: the channel the generic bill's lines were paid through")
+	report := fs.String("report", "", "write the discrepancies to OUT.json or OUT.csv")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	day, err := time.Parse(time.DateOnly, *date)
+	if err != nil {
+		return errors.New("reconcile bill: --date YYYY-MM-DD is required")
+	}
+	if *file == "" {
+		return errors.New("reconcile bill: --file is required: downloading the bill from the channel is not built yet")
+	}
+	cfg, err := config.Load(config.Path(*path), os.Environ())
+	if err != nil {
+		return err
+	}
+	loc := shanghai
+	if *channel == "stripe" || *channel == "csv" {
+		loc, _ = time.LoadLocation(cfg.Reconcile.StripeTimezone) // validated
+	}
+	day = time.Date(day.Year(), day.Month(), day.Day(), 0, 0, 0, 0, loc)
+	f, err := os.Open(*file) // #nosec G304 -- the bill the operator names
+	if err != nil {
+		return fmt.Errorf("reconcile bill: %w", err)
+	}
+	defer f.Close()
+	r, err := billReader(*channel, f, day)
+	if err != nil {
+		return fmt.Errorf("reconcile bill: %s: %w", *file, err)
+	}
+	matchAs := *channel
+	if matchAs == "csv" {
+		matchAs = *csvChannel
+	}
+
+	log := newLogger(cfg.Log, stderr)
+	db, err := repository.Open(ctx, cfg.MySQL.DSN, 8)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	redis.SetLogger(guard.LibraryLogger(log))
+	g := guard.New(guard.Options{Addr: cfg.Redis.Addr, Password: cfg.Redis.Password, DB: cfg.Redis.DB}, log)
+	defer g.Close()
+	applier := apply.New(db, g, cfg.Idempotency.RedisTTL, log)
+	g.Suspend()
+	if err := identity.New(db, g, log, applier.ForgetMarkers).Check(ctx); err != nil {
+		log.Warn().Err(err).Msg("database identity unknown: redis markers off for this run")
+	}
+	job := reconcile.New(db, applier, nil, reconcileConfig(cfg), log)
+	last := time.Now()
+	progress := func(lines int) {
+		if time.Since(last) >= 10*time.Second {
+			fmt.Fprintf(stderr, "reconcile bill: %d lines read\n", lines)
+			last = time.Now()
+		}
+	}
+	rep, err := job.RunBill(ctx, matchAs, day, r, reconcile.BillConfig{LocalOnlyGrace: cfg.Reconcile.LocalOnlyGrace, Location: loc}, progress)
+	if err != nil {
+		return fmt.Errorf("reconcile bill: %s: %w", *file, err)
+	}
+	printBillSummary(stdout, rep)
+	if *report != "" {
+		if err := writeBillReport(*report, rep); err != nil {
+			return fmt.Errorf("reconcile bill: --report: %w", err)
+		}
+	}
+	if !rep.Settled() {
+		return errDiscrepancies
+	}
+	return nil
+}
+
+// billReader opens f in channel's bill format.
+func billReader(channel string, f *os.File, day time.Time) (bills.Reader, error) {
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	zipped := strings.HasSuffix(strings.ToLower(f.Name()), ".zip")
+	switch channel {
+	case "alipay":
+		if zipped {
+			return bills.NewAlipay(f, info.Size())
+		}
+		return bills.NewAlipayCSV(f), nil
+	case "wechatpay":
+		return bills.NewWeChat(f), nil
+	case "unionpay":
+		if zipped {
+			return bills.NewUnionPayZip(f, info.Size(), day)
+		}
+		return bills.NewUnionPayZM(f, day), nil
+	case "stripe":
+		return bills.NewStripe(f), nil
+	case "csv":
+		return bills.NewCSV(f), nil
+	}
+	return nil, fmt.Errorf("--channel %q: want alipay, wechatpay, stripe, unionpay or csv", channel)
+}
+
+func printBillSummary(w io.Writer, rep reconcile.BillReport) {
+	classes := make([]string, 0, len(rep.Counts))
+	for c := range rep.Counts {
+		classes = append(classes, c)
+	}
+	sort.Strings(classes)
+	fmt.Fprintf(w, "%s %s: %d lines, trusted %v\n", rep.Channel, rep.BillDate, rep.Lines, rep.Trusted)
+	for _, c := range classes {
+		fmt.Fprintf(w, "  %-24s %d\n", c, rep.Counts[c])
+	}
+	for _, b := range rep.BadLines {
+		fmt.Fprintf(w, "  bad %s\n", b)
+	}
+}
+
+// writeBillReport writes the report as JSON, or its discrepancies as CSV, by the file's ending.
+func writeBillReport(path string, rep reconcile.BillReport) error {
+	var b bytes.Buffer
+	if strings.HasSuffix(strings.ToLower(path), ".csv") {
+		w := csv.NewWriter(&b)
+		_ = w.Write([]string{"class", "trade_no", "channel_txn_id", "bill_amount_fen", "local_amount_fen", "local_status", "repair"})
+		for _, d := range rep.Discrepancies {
+			_ = w.Write([]string{d.Class, d.TradeNo, d.ChannelTxnID, optInt(d.BillAmountFen), optInt(d.LocalAmountFen), d.LocalStatus, d.Repair})
+		}
+		w.Flush()
+		if err := w.Error(); err != nil {
+			return err
+		}
+	} else {
+		enc := json.NewEncoder(&b)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	}
+	return os.WriteFile(path, b.Bytes(), 0o600)
+}
+
+func optInt(p *int64) string {
+	if p == nil {
+		return ""
+	}
+	return strconv.FormatInt(*p, 10)
 }
