@@ -14,9 +14,11 @@ require (
 	github.com/pressly/goose/v3 v3.30.1
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/rs/zerolog v1.35.1
+	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/smartwalle/alipay/v3 v3.2.30
 	github.com/stripe/stripe-go/v82 v82.5.1
 	github.com/wechatpay-apiv3/wechatpay-go v0.2.21
+	golang.org/x/term v0.47.0
 	golang.org/x/text v0.44.0
 	software.sslmate.com/src/go-pkcs12 v0.6.0
 )
@@ -30,8 +32,10 @@ require (
 	github.com/mattn/go-colorable v0.1.15 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/mfridman/interpolate v0.2.0 // indirect
+	github.com/mitchellh/colorstring v0.0.0-20190213212951-d06e56a500db // indirect
 	github.com/mitchellh/copystructure v1.2.0 // indirect
 	github.com/mitchellh/reflectwalk v1.0.2 // indirect
+	github.com/rivo/uniseg v0.4.7 // indirect
 	github.com/sethvargo/go-retry v0.5.0 // indirect
 	github.com/smartwalle/ncrypto v1.0.4 // indirect
 	github.com/smartwalle/ngx v1.1.1 // indirect

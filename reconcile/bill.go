@@ -40,13 +40,15 @@ type BillConfig struct {
 
 // BillReport is what a bill run found.
 type BillReport struct {
-	Channel       string         `json:"channel"`
-	BillDate      string         `json:"bill_date"`
-	Lines         int            `json:"lines"`
-	Counts        map[string]int `json:"counts"`
-	Trusted       bool           `json:"trusted"`
-	Discrepancies []Discrepancy  `json:"discrepancies"`
-	BadLines      []string       `json:"bad_lines,omitempty"`
+	Channel  string         `json:"channel"`
+	BillDate string         `json:"bill_date"`
+	Lines    int            `json:"lines"`
+	Counts   map[string]int `json:"counts"`
+	Trusted  bool           `json:"trusted"`
+	// SummaryMismatch says how the bill's own summary disagrees with its lines ("" when it agrees).
+	SummaryMismatch string        `json:"summary_mismatch,omitempty"`
+	Discrepancies   []Discrepancy `json:"discrepancies"`
+	BadLines        []string      `json:"bad_lines,omitempty"`
 }
 
 // Discrepancy is one report row.
@@ -184,7 +186,8 @@ func (b *billRun) checkSummary(s bills.Summary) error {
 		return nil
 	}
 	b.rep.Trusted = false
-	return b.record("summary", Discrepancy{Class: ClassSummaryMismatch, LocalStatus: s.Mismatch}, s.Mismatch)
+	b.rep.SummaryMismatch = s.Mismatch
+	return b.record("summary", Discrepancy{Class: ClassSummaryMismatch}, s.Mismatch)
 }
 
 // payments classifies the bill's payment lines, repairing through Apply what the bill proves.

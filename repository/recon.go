@@ -203,7 +203,7 @@ func (db *DB) PutDiscrepancy(ctx context.Context, d Discrepancy) error {
 			local_amount_fen = VALUES(local_amount_fen), local_status = VALUES(local_status), repair = VALUES(repair),
 			detail = VALUES(detail)`
 	_, err := db.x.ExecContext(ctx, q, d.RunID, d.Channel, d.BillDate.Format(time.DateOnly), clip(d.LineKey, 200), d.Class,
-		clip(d.TradeNo, 64), clip(d.ChannelTxnID, 128), d.BillAmountFen, d.LocalAmountFen, d.LocalStatus, clip(d.Repair, 32), clip(d.Detail, 256))
+		clip(d.TradeNo, 64), clip(d.ChannelTxnID, 128), d.BillAmountFen, d.LocalAmountFen, clip(d.LocalStatus, 16), clip(d.Repair, 32), clip(d.Detail, 256))
 	return err
 }
 

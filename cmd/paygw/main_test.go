@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -743,5 +744,89 @@ func TestReconcileQueryCommand(t *testing.T) {
 				t.Fatal("reconcile query printed a merchant secret")
 			}
 		}
+	}
+}
+
+// wechatBill writes a WeChat trade bill in its real format: backtick-prefixed fields, then the
+// summary header and line (rows states the summary's 总交易单数).
+func wechatBill(t *testing.T, rows int, lines ...string) string {
+	t.Helper()
+	header := "交易时间,公众账号ID,商户号,特约商户号,设备号,微信订单号,商户订单号,用户标识,交易类型,交易状态,付款银行,货币种类,应结订单金额,代金券金额,微信退款单号,商户退款单号,退款金额,充值券退款金额,退款类型,退款状态,商品名称,商户数据包,手续费,费率,订单金额,申请退款金额,费率备注"
+	body := header + "\r\n" + strings.Join(lines, "\r\n") + "\r\n" +
+		"总交易单数,应结订单总金额,退款总金额,充值券退款总金额,手续费总金额,订单总金额,申请退款总金额\r\n" +
+		fmt.Sprintf("`%d,`19.99,`0.00,`0.00,`0.00000,`19.99,`0.00\r\n", rows)
+	path := filepath.Join(t.TempDir(), "wechat_bill.txt")
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// `paygw reconcile bill --file` with a real WeChat bill: a payment whose notification was lost
+// is repaired (exit 0); a bill whose summary disagrees with its lines leaves a discrepancy
+// (exit 3, in the report); a bill that is not one stops with one line naming the file (exit 1).
+func TestReconcileBillCommand(t *testing.T) {
+	dir := t.TempDir()
+	man, err := simulate.WriteKeys(dir, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Secret(t, man.Stripe.APIKey)
+	testenv.Secret(t, man.UnionPay.MerchantSignCertPassword)
+	channelsYAML, err := os.ReadFile(man.ConfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dsn := emptyDatabase(t)
+	path := writeConfig(t, settings{dsn: dsn, extra: string(channelsYAML)})
+	if r := runPaygw(t, nil, "migrate", "--config", path); r.code != 0 {
+		t.Fatalf("migrate: exit %d\n%s", r.code, r.stderr)
+	}
+	testenv.Exec(t, dsn, `INSERT INTO orders (trade_no, user_id, sku, num, amount_fen, currency, status, create_time, update_time)
+		VALUES ('PBILL1', 1, 'S', 1, 1999, 'CNY', 'WAIT_PAY', '2026-11-30 01:00:00', '2026-11-30 01:00:00')`)
+	line := "`2026-11-30 17:07:11,`wx0000000000000000,`1900000001,`0,`,`4200000925202611304997714292,`PBILL1,`openid,`NATIVE,`SUCCESS,`OTHERS,`CNY,`19.99,`0.00,`0,`0,`0.00,`0.00,`,`,`goods,`,`0.00000,`0.60%,`19.99,`0.00,`"
+	report := filepath.Join(t.TempDir(), "report.json")
+
+	r := runPaygw(t, nil, "reconcile", "bill", "--config", path, "--channel", "wechatpay", "--date", "2026-11-30",
+		"--file", wechatBill(t, 1, line), "--report", report)
+	if r.code != 0 || !strings.Contains(r.stdout, "CHANNEL_ONLY") {
+		t.Fatalf("repairing bill: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM orders WHERE trade_no = 'PBILL1' AND status = 'PAID' AND channel = 'wechatpay'`); n != 1 {
+		t.Fatal("the bill did not repair the order")
+	}
+	var rep struct {
+		Channel  string         `json:"channel"`
+		BillDate string         `json:"bill_date"`
+		Lines    int            `json:"lines"`
+		Counts   map[string]int `json:"counts"`
+		Rows     []struct {
+			Class, Repair string
+			TradeNo       string `json:"trade_no"`
+		} `json:"discrepancies"`
+	}
+	raw, err := os.ReadFile(report)
+	if err != nil || json.Unmarshal(raw, &rep) != nil || rep.Channel != "wechatpay" || rep.BillDate != "2026-11-30" || rep.Lines != 1 ||
+		len(rep.Rows) != 1 || rep.Rows[0].Repair != "APPLIED" || rep.Rows[0].TradeNo != "PBILL1" {
+		t.Fatalf("report %s (%v)", raw, err)
+	}
+
+	// The same day again, its summary claiming two rows: the payment now matches, the summary does not.
+	again := runPaygw(t, nil, "reconcile", "bill", "--config", path, "--channel", "wechatpay", "--date", "2026-11-30",
+		"--file", wechatBill(t, 2, line), "--report", report)
+	if again.code != 3 || !strings.Contains(again.stdout, "SUMMARY_MISMATCH") || !strings.Contains(again.stdout, "MATCHED") {
+		t.Fatalf("summary mismatch: exit %d\nstdout:\n%s\nstderr:\n%s", again.code, again.stdout, again.stderr)
+	}
+	if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM recon_run`); n != 1 {
+		t.Fatalf("runs = %d, want 1: a re-run replaces the day's", n)
+	}
+
+	notABill := filepath.Join(t.TempDir(), "notes.txt")
+	if err := os.WriteFile(notABill, []byte("just some text\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bad := runPaygw(t, nil, "reconcile", "bill", "--config", path, "--channel", "wechatpay", "--date", "2026-11-30", "--file", notABill)
+	if bad.code != 1 || !strings.Contains(bad.stderr, notABill) || strings.Count(strings.TrimSpace(bad.stderr), "\n") != 0 {
+		t.Fatalf("not a bill: exit %d, stderr %q; want exit 1 and one line naming the file", bad.code, bad.stderr)
 	}
 }

@@ -18,6 +18,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
 
 	"github.com/paygw/paygw/apply"
 	"github.com/paygw/paygw/bills"
@@ -94,7 +96,7 @@ func reconcileCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	defer g.Close()
 	applier := apply.New(db, g, cfg.Idempotency.RedisTTL, log)
 	g.Suspend()
-	if err := identity.New(db, g, log, applier.ForgetMarkers).Check(ctx); err != nil {
+	if err := identity.New(db, g, log.Level(zerolog.WarnLevel), applier.ForgetMarkers).Check(ctx); err != nil {
 		log.Warn().Err(err).Msg("database identity unknown: redis markers off for this run")
 	}
 	chs, err := channels.FromConfig(cfg.Channels)
@@ -181,17 +183,11 @@ func billCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer g.Close()
 	applier := apply.New(db, g, cfg.Idempotency.RedisTTL, log)
 	g.Suspend()
-	if err := identity.New(db, g, log, applier.ForgetMarkers).Check(ctx); err != nil {
+	if err := identity.New(db, g, log.Level(zerolog.WarnLevel), applier.ForgetMarkers).Check(ctx); err != nil {
 		log.Warn().Err(err).Msg("database identity unknown: redis markers off for this run")
 	}
 	job := reconcile.New(db, applier, nil, reconcileConfig(cfg), log)
-	last := time.Now()
-	progress := func(lines int) {
-		if time.Since(last) >= 10*time.Second {
-			fmt.Fprintf(stderr, "reconcile bill: %d lines read\n", lines)
-			last = time.Now()
-		}
-	}
+	progress := billProgress(stderr)
 	rep, err := job.RunBill(ctx, matchAs, day, r, reconcile.BillConfig{LocalOnlyGrace: cfg.Reconcile.LocalOnlyGrace, Location: loc}, progress)
 	if err != nil {
 		return fmt.Errorf("reconcile bill: %s: %w", *file, err)
@@ -246,6 +242,9 @@ func printBillSummary(w io.Writer, rep reconcile.BillReport) {
 	for _, c := range classes {
 		fmt.Fprintf(w, "  %-24s %d\n", c, rep.Counts[c])
 	}
+	if rep.SummaryMismatch != "" {
+		fmt.Fprintf(w, "  summary: %s\n", rep.SummaryMismatch)
+	}
 	for _, b := range rep.BadLines {
 		fmt.Fprintf(w, "  bad %s\n", b)
 	}
@@ -279,4 +278,21 @@ func optInt(p *int64) string {
 		return ""
 	}
 	return strconv.FormatInt(*p, 10)
+}
+
+// billProgress reports a bill run's progress: a bar on a terminal, a plain line every 10 s
+// otherwise (a log, a cron job's mail).
+func billProgress(w io.Writer) func(lines int) {
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) { // #nosec G115 -- a file descriptor
+		bar := progressbar.NewOptions64(-1, progressbar.OptionSetWriter(w), progressbar.OptionSetDescription("bill lines"),
+			progressbar.OptionShowCount(), progressbar.OptionClearOnFinish())
+		return func(lines int) { _ = bar.Set(lines) }
+	}
+	last := time.Now()
+	return func(lines int) {
+		if time.Since(last) >= 10*time.Second {
+			fmt.Fprintf(w, "reconcile bill: %d lines read\n", lines)
+			last = time.Now()
+		}
+	}
 }
