@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"time"
 
 	"github.com/paygw/paygw/bills"
@@ -46,9 +45,12 @@ type BillReport struct {
 	Counts   map[string]int `json:"counts"`
 	Trusted  bool           `json:"trusted"`
 	// SummaryMismatch says how the bill's own summary disagrees with its lines ("" when it agrees).
-	SummaryMismatch string        `json:"summary_mismatch,omitempty"`
-	Discrepancies   []Discrepancy `json:"discrepancies"`
-	BadLines        []string      `json:"bad_lines,omitempty"`
+	SummaryMismatch string `json:"summary_mismatch,omitempty"`
+	// RunID names the run whose rows (recon_discrepancy) hold the discrepancies: a run keeps
+	// none in memory, whatever the bill's size. Unsettled counts those left for a person.
+	RunID     int64    `json:"-"`
+	Unsettled int      `json:"-"`
+	BadLines  []string `json:"bad_lines,omitempty"`
 }
 
 // Discrepancy is one report row.
@@ -64,15 +66,16 @@ type Discrepancy struct {
 
 // Settled reports whether nothing is left for a person: every line matched or was repaired
 // (a CHANNEL_ONLY applied, a REFUND_CHANNEL_ONLY refunded). PENDING rows wait for tomorrow's bill.
-func (r BillReport) Settled() bool {
-	for _, d := range r.Discrepancies {
-		switch {
-		case d.Class == ClassPending:
-		case d.Class == ClassChannelOnly && d.Repair == string(payment.OutcomeApplied):
-		case d.Class == ClassRefundChannelOnly && d.Repair == string(payment.OutcomeRefunded):
-		default:
-			return false
-		}
+func (r BillReport) Settled() bool { return r.Unsettled == 0 }
+
+// settled is Settled for one row.
+func settled(d Discrepancy) bool {
+	switch {
+	case d.Class == ClassPending:
+	case d.Class == ClassChannelOnly && d.Repair == string(payment.OutcomeApplied):
+	case d.Class == ClassRefundChannelOnly && d.Repair == string(payment.OutcomeRefunded):
+	default:
+		return false
 	}
 	return true
 }
@@ -92,11 +95,12 @@ func (j *Job) RunBill(ctx context.Context, channel string, day time.Time, r bill
 		loc = time.UTC
 	}
 	day = time.Date(day.Year(), day.Month(), day.Day(), 0, 0, 0, 0, loc)
-	rep := BillReport{Channel: channel, BillDate: day.Format(time.DateOnly), Counts: map[string]int{}, Trusted: true, Discrepancies: []Discrepancy{}}
+	rep := BillReport{Channel: channel, BillDate: day.Format(time.DateOnly), Counts: map[string]int{}, Trusted: true}
 	runID, err := j.db.StartRun(ctx, channel, day, j.now().UTC())
 	if err != nil {
 		return rep, err
 	}
+	rep.RunID = runID
 	b := &billRun{j: j, ctx: ctx, runID: runID, channel: channel, day: day, rep: &rep}
 
 	// 1. Stage the bill, streaming.
@@ -151,7 +155,9 @@ func (j *Job) RunBill(ctx context.Context, channel string, day time.Time, r bill
 	if err := b.localOnly(cfg.LocalOnlyGrace); err != nil {
 		return rep, err
 	}
-	sort.SliceStable(rep.Discrepancies, func(i, k int) bool { return rep.Discrepancies[i].Class < rep.Discrepancies[k].Class })
+	if err := b.flush(); err != nil {
+		return rep, err
+	}
 	return rep, j.db.FinishRun(ctx, runID, rep.Lines, rep.Counts[ClassBadLine], rep.Trusted, rep.Counts, j.now().UTC())
 }
 
@@ -163,20 +169,56 @@ type billRun struct {
 	channel string
 	day     time.Time
 	rep     *BillReport
+	rows    []repository.Discrepancy // waiting for one multi-row insert
 }
 
-// record counts a line's class and, unless it only counts, stores and reports its row.
+// record counts a line's class and, unless it only counts, stores its row (a batch at a time).
 func (b *billRun) record(key string, d Discrepancy, detail string) error {
 	b.rep.Counts[d.Class]++
 	if d.Class == ClassMatched || d.Class == ClassRefundMatched {
 		return nil
 	}
-	b.rep.Discrepancies = append(b.rep.Discrepancies, d)
-	return b.j.db.PutDiscrepancy(b.ctx, repository.Discrepancy{
+	if !settled(d) {
+		b.rep.Unsettled++
+	}
+	b.rows = append(b.rows, repository.Discrepancy{
 		RunID: b.runID, Channel: b.channel, BillDate: b.day, LineKey: key, Class: d.Class, TradeNo: d.TradeNo,
 		ChannelTxnID: d.ChannelTxnID, BillAmountFen: nullInt(d.BillAmountFen), LocalAmountFen: nullInt(d.LocalAmountFen),
 		LocalStatus: d.LocalStatus, Repair: d.Repair, Detail: detail,
 	})
+	if len(b.rows) < stageBatch {
+		return nil
+	}
+	return b.flush()
+}
+
+func (b *billRun) flush() error {
+	err := b.j.db.PutDiscrepancies(b.ctx, b.rows)
+	b.rows = b.rows[:0]
+	return err
+}
+
+// Discrepancies calls fn for each of a run's rows, in order, a page at a time.
+func (j *Job) Discrepancies(ctx context.Context, runID int64, fn func(Discrepancy) error) error {
+	for cursor := int64(0); ; {
+		rows, err := j.db.Discrepancies(ctx, runID, "", cursor, stageBatch)
+		if err != nil || len(rows) == 0 {
+			return err
+		}
+		for _, r := range rows {
+			cursor = r.ID
+			d := Discrepancy{Class: r.Class, TradeNo: r.TradeNo, ChannelTxnID: r.ChannelTxnID, LocalStatus: r.LocalStatus, Repair: r.Repair}
+			if r.BillAmountFen.Valid {
+				d.BillAmountFen = &r.BillAmountFen.Int64
+			}
+			if r.LocalAmountFen.Valid {
+				d.LocalAmountFen = &r.LocalAmountFen.Int64
+			}
+			if err := fn(d); err != nil {
+				return err
+			}
+		}
+	}
 }
 
 // checkSummary records the bill's own disagreement with its lines: the reader compares them in

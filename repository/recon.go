@@ -196,14 +196,32 @@ const discrepancyColumns = `id, run_id, channel, bill_date, line_key, class, tra
 
 // PutDiscrepancy stores one discrepancy, replacing the row of the same line key of the day.
 func (db *DB) PutDiscrepancy(ctx context.Context, d Discrepancy) error {
-	const q = `INSERT INTO recon_discrepancy (run_id, channel, bill_date, line_key, class, trade_no, channel_txn_id,
-			bill_amount_fen, local_amount_fen, local_status, repair, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON DUPLICATE KEY UPDATE run_id = VALUES(run_id), class = VALUES(class), trade_no = VALUES(trade_no),
-			channel_txn_id = VALUES(channel_txn_id), bill_amount_fen = VALUES(bill_amount_fen),
-			local_amount_fen = VALUES(local_amount_fen), local_status = VALUES(local_status), repair = VALUES(repair),
-			detail = VALUES(detail)`
-	_, err := db.x.ExecContext(ctx, q, d.RunID, d.Channel, d.BillDate.Format(time.DateOnly), clip(d.LineKey, 200), d.Class,
-		clip(d.TradeNo, 64), clip(d.ChannelTxnID, 128), d.BillAmountFen, d.LocalAmountFen, clip(d.LocalStatus, 16), clip(d.Repair, 32), clip(d.Detail, 256))
+	return db.PutDiscrepancies(ctx, []Discrepancy{d})
+}
+
+// PutDiscrepancies stores rows in one statement, each replacing the row of the same line key of
+// its day.
+func (db *DB) PutDiscrepancies(ctx context.Context, rows []Discrepancy) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	b.WriteString(`INSERT INTO recon_discrepancy (run_id, channel, bill_date, line_key, class, trade_no, channel_txn_id,
+		bill_amount_fen, local_amount_fen, local_status, repair, detail) VALUES `)
+	args := make([]any, 0, len(rows)*12)
+	for i, d := range rows {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+		args = append(args, d.RunID, d.Channel, d.BillDate.Format(time.DateOnly), clip(d.LineKey, 200), d.Class, clip(d.TradeNo, 64),
+			clip(d.ChannelTxnID, 128), d.BillAmountFen, d.LocalAmountFen, clip(d.LocalStatus, 16), clip(d.Repair, 32), clip(d.Detail, 256))
+	}
+	b.WriteString(` ON DUPLICATE KEY UPDATE run_id = VALUES(run_id), class = VALUES(class), trade_no = VALUES(trade_no),
+		channel_txn_id = VALUES(channel_txn_id), bill_amount_fen = VALUES(bill_amount_fen),
+		local_amount_fen = VALUES(local_amount_fen), local_status = VALUES(local_status), repair = VALUES(repair),
+		detail = VALUES(detail)`)
+	_, err := db.x.ExecContext(ctx, b.String(), args...)
 	return err
 }
 

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"bytes"
+	"bufio"
 	"context"
 	"encoding/csv"
 	"encoding/json"
@@ -194,7 +194,7 @@ func billCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	printBillSummary(stdout, rep)
 	if *report != "" {
-		if err := writeBillReport(*report, rep); err != nil {
+		if err := writeBillReport(ctx, job, *report, rep); err != nil {
 			return fmt.Errorf("reconcile bill: --report: %w", err)
 		}
 	}
@@ -250,27 +250,40 @@ func printBillSummary(w io.Writer, rep reconcile.BillReport) {
 	}
 }
 
-// writeBillReport writes the report as JSON, or its discrepancies as CSV, by the file's ending.
-func writeBillReport(path string, rep reconcile.BillReport) error {
-	var b bytes.Buffer
-	if strings.HasSuffix(strings.ToLower(path), ".csv") {
-		w := csv.NewWriter(&b)
-		_ = w.Write([]string{"class", "trade_no", "channel_txn_id", "bill_amount_fen", "local_amount_fen", "local_status", "repair"})
-		for _, d := range rep.Discrepancies {
-			_ = w.Write([]string{d.Class, d.TradeNo, d.ChannelTxnID, optInt(d.BillAmountFen), optInt(d.LocalAmountFen), d.LocalStatus, d.Repair})
-		}
-		w.Flush()
-		if err := w.Error(); err != nil {
-			return err
-		}
-	} else {
-		enc := json.NewEncoder(&b)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			return err
-		}
+// writeBillReport writes the report as JSON, or its discrepancies as CSV, by the file's ending,
+// streaming the rows from the database: memory stays flat whatever the bill's size.
+func writeBillReport(ctx context.Context, job *reconcile.Job, path string, rep reconcile.BillReport) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600) // #nosec G304 -- the report path the operator names
+	if err != nil {
+		return err
 	}
-	return os.WriteFile(path, b.Bytes(), 0o600)
+	defer f.Close()
+	w := bufio.NewWriter(f)
+	if strings.HasSuffix(strings.ToLower(path), ".csv") {
+		c := csv.NewWriter(w)
+		_ = c.Write([]string{"class", "trade_no", "channel_txn_id", "bill_amount_fen", "local_amount_fen", "local_status", "repair"})
+		err = job.Discrepancies(ctx, rep.RunID, func(d reconcile.Discrepancy) error {
+			return c.Write([]string{d.Class, d.TradeNo, d.ChannelTxnID, optInt(d.BillAmountFen), optInt(d.LocalAmountFen), d.LocalStatus, d.Repair})
+		})
+		c.Flush()
+		err = errors.Join(err, c.Error())
+	} else {
+		head, _ := json.Marshal(rep) // plain values: cannot fail
+		_, _ = w.Write(head[:len(head)-1])
+		_, _ = w.WriteString(`,"discrepancies":[`)
+		first := true
+		err = job.Discrepancies(ctx, rep.RunID, func(d reconcile.Discrepancy) error {
+			if !first {
+				_ = w.WriteByte(',')
+			}
+			first = false
+			row, _ := json.Marshal(d)
+			_, werr := w.Write(row)
+			return werr
+		})
+		_, _ = w.WriteString("]}\n")
+	}
+	return errors.Join(err, w.Flush(), f.Close())
 }
 
 func optInt(p *int64) string {
