@@ -70,5 +70,5 @@ func (c *csvRecords) next(what string) ([]string, int, error) {
 // isReadErr tells a reading failure (a gzip or zip below, the bound above) from csv's own syntax
 // errors.
 func isReadErr(err error) bool {
-	return err != csv.ErrBareQuote && err != csv.ErrQuote && err != csv.ErrFieldCount && err != csv.ErrTrailingComma
+	return err != csv.ErrBareQuote && err != csv.ErrQuote && err != csv.ErrFieldCount
 }
