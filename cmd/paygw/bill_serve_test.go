@@ -83,7 +83,9 @@ func TestDailyBills(t *testing.T) {
 	look := func(now time.Time, holder string) {
 		dailyBillsOnce(ctx, db, job, ds, holder, 10, 30, utc, cfg.Reconcile.LocalOnlyGrace, now, log)
 	}
-	runs := func() int { return testenv.Count(t, dsn, `SELECT COUNT(*) FROM recon_run WHERE finished_at IS NOT NULL`) }
+	runs := func() int {
+		return testenv.Count(t, dsn, `SELECT COUNT(*) FROM recon_run WHERE finished_at IS NOT NULL`)
+	}
 	next := day.AddDate(0, 0, 1) // the day after the bill's, Beijing time
 
 	look(next.Add(10*time.Hour+29*time.Minute), "a") // 10:29 in Beijing is 02:29 UTC: before bill_at everywhere
