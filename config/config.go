@@ -48,6 +48,25 @@ type Reconcile struct {
 	// bill lacks it too.
 	StripeTimezone string        `koanf:"stripe_timezone"`
 	LocalOnlyGrace time.Duration `koanf:"local_only_grace"`
+	// BillAt is when serve runs yesterday's bill of each channel with outbound credentials,
+	// "HH:MM" in the channel's time (Beijing time for the Chinese channels, stripe_timezone for
+	// Stripe). The channels make a day's bill after 10:00 the next day.
+	BillAt string `koanf:"bill_at"`
+}
+
+// BillAtClock is reconcile.bill_at as hour and minute (valid once Load succeeded).
+func (r Reconcile) BillAtClock() (hour, minute int, ok bool) {
+	s := r.BillAt
+	if len(s) != 5 || s[2] != ':' {
+		return 0, 0, false
+	}
+	for _, i := range []int{0, 1, 3, 4} {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, 0, false
+		}
+	}
+	hour, minute = int(s[0]-'0')*10+int(s[1]-'0'), int(s[3]-'0')*10+int(s[4]-'0')
+	return hour, minute, hour < 24 && minute < 60
 }
 
 // Admin is an operators-only listener: /debug/pprof. Off unless addr is set; bind it to
@@ -198,6 +217,7 @@ func defaults() map[string]any {
 		"reconcile.qps":                        10,
 		"reconcile.stripe_timezone":            "UTC",
 		"reconcile.local_only_grace":           "48h",
+		"reconcile.bill_at":                    "10:30",
 		"admin.addr":                           "",
 	}
 }
@@ -542,6 +562,9 @@ func (c *Config) validateReconcile(bad func(key, format string, args ...any)) {
 	}
 	if r.LocalOnlyGrace < time.Hour {
 		bad("reconcile.local_only_grace", "must be at least 1h, got %s", r.LocalOnlyGrace)
+	}
+	if _, _, ok := r.BillAtClock(); !ok {
+		bad("reconcile.bill_at", "must be HH:MM (00:00 to 23:59), got %q", r.BillAt)
 	}
 	for key, u := range map[string]string{
 		"channels.alipay.gateway_url":     c.Channels.Alipay.GatewayURL,

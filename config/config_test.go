@@ -44,7 +44,7 @@ func wantDefaults() Config {
 			UnionPay:  UnionPay{SignerName: "中国银联股份有限公司", QueryURL: "https://gateway.95516.com/gateway/api/queryTrans.do"},
 		},
 		Reconcile: Reconcile{QueryInterval: time.Minute, QueryAfter: 10 * time.Minute, QueryMaxAge: 72 * time.Hour, QPS: 10,
-			StripeTimezone: "UTC", LocalOnlyGrace: 48 * time.Hour},
+			StripeTimezone: "UTC", LocalOnlyGrace: 48 * time.Hour, BillAt: "10:30"},
 	}
 }
 
@@ -376,6 +376,14 @@ auth:
 			yaml: "reconcile: {query_interval: 10ms, query_after: 1h, query_max_age: 30m, qps: 0}\n",
 			want: []string{"reconcile.query_interval", "reconcile.query_max_age", "reconcile.qps"},
 		},
+		"bill_at not HH:MM": {
+			yaml: "reconcile: {bill_at: \"24:00\"}\n",
+			want: []string{"reconcile.bill_at", "24:00"},
+		},
+		"bill_at without its leading zero": {
+			yaml: "reconcile: {bill_at: \"9:30\"}\n",
+			want: []string{"reconcile.bill_at"},
+		},
 		"outbound URLs and a Stripe key of the wrong kind": {
 			yaml: "channels: {alipay: {gateway_url: \"ftp://x\"}, wechatpay: {api_base_url: \"\"}, stripe: {api_key: whsec_" + secret + ", api_base_url: \"not a url\"}, unionpay: {query_url: \"https://\"}}\n",
 			want: []string{"channels.alipay.gateway_url", "channels.stripe.api_key", "channels.stripe.api_base_url", "channels.unionpay.query_url"},
@@ -469,5 +477,15 @@ func TestPath(t *testing.T) {
 				t.Errorf("Path(%q) with PAYGW_CONFIG=%q = %q, want %q", tc.flag, tc.env, got, tc.want)
 			}
 		})
+	}
+}
+
+func TestBillAtClock(t *testing.T) {
+	for in, want := range map[string][3]int{"10:30": {10, 30, 1}, "00:00": {0, 0, 1}, "23:59": {23, 59, 1},
+		"24:00": {0, 0, 0}, "12:60": {0, 0, 0}, "1030": {0, 0, 0}, "10:3": {0, 0, 0}, "ab:cd": {0, 0, 0}, "": {0, 0, 0}} {
+		h, m, ok := Reconcile{BillAt: in}.BillAtClock()
+		if ok != (want[2] == 1) || ok && (h != want[0] || m != want[1]) {
+			t.Errorf("%q: %d:%d %v, want %v", in, h, m, ok, want)
+		}
 	}
 }

@@ -222,8 +222,15 @@ func (f *Fake) askedCounts(w http.ResponseWriter, _ *http.Request) {
 
 // channelRoutes mounts each channel's API as the fake serves it.
 func (f *Fake) channelRoutes(mux *http.ServeMux) {
-	f.alipayRoutes(mux)
+	// Alipay's gateway serves every method at one address: the bill URL query is told apart
+	// from the trade query by its method, in front of the trade query's own mux.
+	alipayGateway := http.NewServeMux()
+	f.alipayRoutes(alipayGateway)
+	f.alipayBillRoutes(mux, alipayGateway)
 	f.wechatPayRoutes(mux)
+	f.wechatPayBillRoutes(mux)
 	f.stripeRoutes(mux)
+	f.stripeBillRoutes(mux)
 	f.unionPayRoutes(mux)
+	f.unionPayBillRoutes(mux)
 }

@@ -284,6 +284,15 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 		holder := fmt.Sprintf("%s:%d", host, os.Getpid())
 		go reconcile.New(db, applier, qs, reconcileConfig(cfg), log).Serve(ctx, cfg.Reconcile.QueryInterval, holder)
 	}
+	// Yesterday's bills at reconcile.bill_at, one replica at a time (a lease of their own).
+	bds, err := billDownloaders(cfg, chs, log)
+	if err != nil {
+		return err
+	}
+	if len(bds) > 0 {
+		host, _ := os.Hostname()
+		go serveDailyBills(ctx, cfg, db, applier, bds, fmt.Sprintf("%s:%d", host, os.Getpid()), log)
+	}
 
 	// WeChat Pay in certificate mode follows the platform-certificate rotation: a download now and
 	// every 12 h in the background (a failure keeps the certificates trusted so far), and one for a

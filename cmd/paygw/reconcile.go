@@ -27,6 +27,7 @@ import (
 	"github.com/paygw/paygw/config"
 	"github.com/paygw/paygw/guard"
 	"github.com/paygw/paygw/identity"
+	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/reconcile"
 	"github.com/paygw/paygw/repository"
 )
@@ -136,7 +137,7 @@ func billCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	path := fs.String("config", "", "config file (default $PAYGW_CONFIG, else "+config.DefaultPath+")")
 	channel := fs.String("channel", "", "alipay, wechatpay, stripe, unionpay, or csv (the generic format)")
 	date := fs.String("date", "", "the bill's day, YYYY-MM-DD, in the channel's time")
-	file := fs.String("file", "", "the bill in the channel's real format")
+	file := fs.String("file", "", "the bill in the channel's real format (default: download it from the channel)")
 	csvChannel := fs.String("csv-channel", "csv", "with --channel csv: the channel the generic bill's lines were paid through")
 	report := fs.String("report", "", "write the discrepancies to OUT.json or OUT.csv")
 	if err := fs.Parse(args); err != nil {
@@ -145,9 +146,6 @@ func billCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	day, err := time.Parse(time.DateOnly, *date)
 	if err != nil {
 		return errors.New("reconcile bill: --date YYYY-MM-DD is required")
-	}
-	if *file == "" {
-		return errors.New("reconcile bill: --file is required: downloading the bill from the channel is not built yet")
 	}
 	cfg, err := config.Load(config.Path(*path), os.Environ())
 	if err != nil {
@@ -158,21 +156,35 @@ func billCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		loc, _ = time.LoadLocation(cfg.Reconcile.StripeTimezone) // validated
 	}
 	day = time.Date(day.Year(), day.Month(), day.Day(), 0, 0, 0, 0, loc)
-	f, err := os.Open(*file) // #nosec G304 -- the bill the operator names
-	if err != nil {
-		return fmt.Errorf("reconcile bill: %w", err)
-	}
-	defer f.Close()
-	r, err := billReader(*channel, f, day)
-	if err != nil {
-		return fmt.Errorf("reconcile bill: %s: %w", *file, err)
+	log := newLogger(cfg.Log, stderr)
+	var r bills.Reader
+	source := *file
+	if *file != "" {
+		f, err := os.Open(*file) // #nosec G304 -- the bill the operator names
+		if err != nil {
+			return fmt.Errorf("reconcile bill: %w", err)
+		}
+		defer f.Close()
+		if r, err = billReader(*channel, f, day); err != nil {
+			return fmt.Errorf("reconcile bill: %s: %w", *file, err)
+		}
+	} else {
+		// Without --file: the channel's own download, over its outbound credentials.
+		source = fmt.Sprintf("the %s bill of %s as downloaded", *channel, day.Format(time.DateOnly))
+		b, err := downloadBill(ctx, cfg, *channel, day, log)
+		if err != nil {
+			return fmt.Errorf("reconcile bill: %w", err)
+		}
+		defer b.Close()
+		if r, err = b.Reader(); err != nil {
+			return fmt.Errorf("reconcile bill: %s: %w", source, err)
+		}
 	}
 	matchAs := *channel
 	if matchAs == "csv" {
 		matchAs = *csvChannel
 	}
 
-	log := newLogger(cfg.Log, stderr)
 	db, err := repository.Open(ctx, cfg.MySQL.DSN, 8)
 	if err != nil {
 		return err
@@ -190,7 +202,7 @@ func billCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	progress := billProgress(stderr)
 	rep, err := job.RunBill(ctx, matchAs, day, r, reconcile.BillConfig{LocalOnlyGrace: cfg.Reconcile.LocalOnlyGrace, Location: loc}, progress)
 	if err != nil {
-		return fmt.Errorf("reconcile bill: %s: %w", *file, err)
+		return fmt.Errorf("reconcile bill: %s: %w", source, err)
 	}
 	printBillSummary(stdout, rep)
 	if *report != "" {
@@ -308,4 +320,151 @@ func billProgress(w io.Writer) func(lines int) {
 			last = time.Now()
 		}
 	}
+}
+
+// billDownloadTimeout bounds one bill download: a bill is far larger than a query's answer.
+const billDownloadTimeout = 10 * time.Minute
+
+// billDownloaders builds the bill downloaders of the enabled channels, warning once for each
+// channel whose outbound credentials are missing.
+func billDownloaders(cfg *config.Config, chs []channels.Channel, log zerolog.Logger) ([]channels.BillDownloader, error) {
+	stripeDay, _ := time.LoadLocation(cfg.Reconcile.StripeTimezone) // validated
+	ds, skipped, err := channels.BillDownloadersFromConfig(cfg.Channels, chs, stripeDay, &http.Client{Timeout: billDownloadTimeout})
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range skipped {
+		log.Warn().Err(s).Msg("bill downloads off for this channel")
+	}
+	return ds, nil
+}
+
+// downloadBill fetches channel's bill of day through the channel, configured as serve would.
+func downloadBill(ctx context.Context, cfg *config.Config, channel string, day time.Time, log zerolog.Logger) (*channels.BillFile, error) {
+	if channel == "csv" {
+		return nil, errors.New("--channel csv is a file format: --file is required")
+	}
+	chs, err := channels.FromConfig(cfg.Channels)
+	if err != nil {
+		return nil, err
+	}
+	ds, err := billDownloaders(cfg, chs, log)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range ds {
+		if d.Name() == channel {
+			return d.DownloadBill(ctx, day)
+		}
+	}
+	return nil, fmt.Errorf("--channel %q: not enabled, or its outbound credentials are missing: give the bill with --file", channel)
+}
+
+// billLease is the job_lease row that lets one replica at a time run the daily bills.
+const billLease = "reconcile_bill"
+
+// billCheckEvery is how often serve looks for a daily bill to run: a failed run is tried again
+// at the next look.
+const billCheckEvery = 10 * time.Minute
+
+// billLeaseTTL outlives any one bill run; the lease is given up as soon as the runs are done.
+const billLeaseTTL = time.Hour
+
+// serveDailyBills runs yesterday's bill of every channel with outbound credentials once it is
+// past reconcile.bill_at in that channel's time (Beijing time for the Chinese channels,
+// reconcile.stripe_timezone for Stripe), on one replica at a time (the reconcile_bill lease). It
+// looks every billCheckEvery, and at start: a day whose run exists and finished is done; any
+// other (none yet, or one that failed half-way) is run, and a failure is logged and tried again
+// at the next look.
+func serveDailyBills(ctx context.Context, cfg *config.Config, db *repository.DB, applier reconcile.Applier, ds []channels.BillDownloader, holder string, log zerolog.Logger) {
+	hour, minute, _ := cfg.Reconcile.BillAtClock() // validated
+	stripeDay, _ := time.LoadLocation(cfg.Reconcile.StripeTimezone)
+	job := reconcile.New(db, applier, nil, reconcileConfig(cfg), log)
+	t := time.NewTicker(billCheckEvery)
+	defer t.Stop()
+	for {
+		dailyBillsOnce(ctx, db, job, ds, holder, hour, minute, stripeDay, cfg.Reconcile.LocalOnlyGrace, time.Now(), log)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// dailyBillsOnce is one look: the bills due at now that have no finished run, run under the lease.
+func dailyBillsOnce(ctx context.Context, db *repository.DB, job *reconcile.Job, ds []channels.BillDownloader, holder string,
+	hour, minute int, stripeDay *time.Location, grace time.Duration, now time.Time, log zerolog.Logger) {
+	type due struct {
+		d   channels.BillDownloader
+		day time.Time
+	}
+	var todo []due
+	for _, d := range ds {
+		loc := shanghai
+		if d.Name() == "stripe" {
+			loc = stripeDay
+		}
+		local := now.In(loc)
+		y, m, dd := local.Date()
+		if local.Before(time.Date(y, m, dd, hour, minute, 0, 0, loc)) {
+			continue
+		}
+		day := time.Date(y, m, dd-1, 0, 0, 0, 0, loc)
+		run, err := db.RunOf(ctx, d.Name(), day)
+		switch {
+		case err == nil && run.FinishedAt.Valid:
+			continue // done
+		case err != nil && !errors.Is(err, payment.ErrNotFound):
+			log.Warn().Err(err).Str("channel", d.Name()).Msg("reconcile bill: reading the day's run")
+			continue
+		}
+		todo = append(todo, due{d, day})
+	}
+	if len(todo) == 0 {
+		return
+	}
+	if err := db.EnsureLease(ctx, billLease); err != nil {
+		log.Warn().Err(err).Msg("reconcile bill: the lease row")
+		return
+	}
+	if ok, err := db.TakeLease(ctx, billLease, holder, billLeaseTTL); err != nil || !ok {
+		return // another replica runs them, or the database is away: next look
+	}
+	defer func() { _ = db.ReleaseLease(context.WithoutCancel(ctx), billLease, holder) }()
+	for _, t := range todo {
+		if ctx.Err() != nil {
+			return
+		}
+		// Another replica may have finished it between the look and the lease.
+		if run, err := db.RunOf(ctx, t.d.Name(), t.day); err == nil && run.FinishedAt.Valid {
+			continue
+		}
+		rep, err := runDownloadedBill(ctx, job, t.d, t.day, grace)
+		l := log.With().Str("channel", t.d.Name()).Str("bill_date", t.day.Format(time.DateOnly)).Logger()
+		if err != nil {
+			l.Warn().Err(err).Msg("reconcile bill: the daily run failed; tried again at the next look")
+			continue
+		}
+		ev := l.Info()
+		if !rep.Settled() || !rep.Trusted {
+			ev = l.Warn()
+		}
+		ev.Int("lines", rep.Lines).Interface("counts", rep.Counts).Bool("trusted", rep.Trusted).Bool("settled", rep.Settled()).
+			Msg("reconcile bill")
+	}
+}
+
+// runDownloadedBill downloads d's bill of day and runs it.
+func runDownloadedBill(ctx context.Context, job *reconcile.Job, d channels.BillDownloader, day time.Time, grace time.Duration) (reconcile.BillReport, error) {
+	b, err := d.DownloadBill(ctx, day)
+	if err != nil {
+		return reconcile.BillReport{}, err
+	}
+	defer b.Close()
+	r, err := b.Reader()
+	if err != nil {
+		return reconcile.BillReport{}, err
+	}
+	return job.RunBill(ctx, d.Name(), day, r, reconcile.BillConfig{LocalOnlyGrace: grace, Location: day.Location()}, nil)
 }

@@ -1,0 +1,202 @@
+package simulate
+
+import (
+	"archive/zip"
+	"bytes"
+	"compress/zlib"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/text/encoding/simplifiedchinese"
+)
+
+// unionPayBillRoutes serves ACP's file download (txnType 76, fileType 00) at the root, as
+// filedownload.95516.com does: the request checked and verified as the trade query is, the
+// answer signed with the UnionPay signing certificate, fileContent the base64 of the
+// zlib-deflated zip holding the ZM file of the fake's UnionPay trades of settleDate.
+func (f *Fake) unionPayBillRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /{$}", f.unionPayFileDownload)
+}
+
+func (f *Fake) unionPayFileDownload(w http.ResponseWriter, r *http.Request) {
+	signer, ok := f.signers["unionpay"].(UnionPaySigner)
+	if !ok {
+		http.Error(w, "no UnionPay signer in the sandbox keys", http.StatusInternalServerError)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<16))
+	if err != nil {
+		http.Error(w, "body: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	req, err := url.ParseQuery(string(body))
+	if err != nil {
+		http.Error(w, "body is not a form", http.StatusBadRequest)
+		return
+	}
+	answer := url.Values{}
+	for _, k := range []string{"version", "encoding", "bizType", "txnType", "txnSubType", "accessType", "merId", "settleDate", "txnTime", "fileType"} {
+		if v := req.Get(k); v != "" {
+			answer.Set(k, v)
+		}
+	}
+	answer.Set("signMethod", "01")
+	day, dayOK := unionPaySettleDay(req.Get("settleDate"), req.Get("txnTime"))
+	if code, msg := f.checkUnionPayFileDownload(req); code != "" {
+		answer.Set("respCode", code)
+		answer.Set("respMsg", msg)
+	} else if !dayOK {
+		answer.Set("respCode", "98")
+		answer.Set("respMsg", "文件不存在")
+	} else {
+		zm, err := f.UnionPayBillZip(day)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		var z bytes.Buffer
+		zw := zlib.NewWriter(&z)
+		_, _ = zw.Write(zm) // a bytes.Buffer: cannot fail
+		_ = zw.Close()
+		answer.Set("respCode", "00")
+		answer.Set("respMsg", "成功[0000000]")
+		answer.Set("fileName", unionPayZMName(f.manifest.UnionPay.MerID, day)+".zip")
+		answer.Set("fileContent", base64.StdEncoding.EncodeToString(z.Bytes()))
+	}
+	answer.Set("signPubKeyCert", string(signer.CertPEM))
+	if err := SignUnionPay(answer, signer.Key); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	if f.broken("unionpay") {
+		answer.Set("respMsg", answer.Get("respMsg")+" (altered)")
+	}
+	w.Header().Set("Content-Type", "text/plain;charset=UTF-8")
+	_, _ = w.Write(UnionPayResponseBody(answer))
+}
+
+// checkUnionPayFileDownload checks the request as checkUnionPayQuery checks a query.
+func (f *Fake) checkUnionPayFileDownload(req url.Values) (code, msg string) {
+	for k, want := range map[string]string{"version": "5.1.0", "signMethod": "01", "txnType": "76", "txnSubType": "01",
+		"bizType": "000000", "accessType": "0", "fileType": "00"} {
+		if req.Get(k) != want {
+			return "10", "报文格式错误: " + k
+		}
+	}
+	if req.Get("merId") != f.manifest.UnionPay.MerID {
+		return "10", "报文格式错误: merId"
+	}
+	cert, err := f.unionPayMerchantCert()
+	if err != nil {
+		return "11", "商户证书不可用: " + err.Error()
+	}
+	if req.Get("certId") != cert.SerialNumber.String() {
+		return "11", "证书ID不匹配"
+	}
+	if err := verifyUnionPayForm(req, cert); err != nil {
+		return "11", "验证签名失败"
+	}
+	return "", ""
+}
+
+// unionPaySettleDay resolves settleDate (MMDD, no year) to the latest such day before the
+// request's txnTime day: the file of a day exists from the next day on.
+func unionPaySettleDay(settleDate, txnTime string) (time.Time, bool) {
+	sent, err := time.ParseInLocation("20060102150405", txnTime, fakeBeijing)
+	if err != nil || len(settleDate) != 4 {
+		return time.Time{}, false
+	}
+	for y := sent.Year(); y >= sent.Year()-1; y-- {
+		d, err := time.ParseInLocation("20060102", strconv.Itoa(y)+settleDate, fakeBeijing)
+		if err == nil && d.Before(startOfDay(sent, fakeBeijing)) {
+			return d, true
+		}
+	}
+	return time.Time{}, false
+}
+
+func unionPayZMName(merID string, day time.Time) string {
+	return "INN" + day.Format("060102") + "88ZM_" + merID
+}
+
+// zmWidths are the ZM file's field widths in bytes (42 fields, each followed by one separator).
+var zmWidths = [...]int{3, 11, 11, 6, 10, 19, 12, 4, 2, 21, 2, 32, 2, 6, 10, 13, 13, 4, 15, 2, 2, 6, 2, 4, 32, 1, 21, 15, 1, 15, 32, 13, 13, 8, 32, 13, 13, 12, 2, 1, 32, 98}
+
+// UnionPayBillZip is the zip of the ZM file of day (Beijing time) for the fake's UnionPay trades:
+// a consume (txnType 01) per payment, its queryId the notification's; a refund (04) per refund,
+// its queryId the refund notification's and origQryId the consume's. Fields are GBK, fixed width.
+func (f *Fake) UnionPayBillZip(day time.Time) ([]byte, error) {
+	day = startOfDay(day, fakeBeijing)
+	merID := f.manifest.UnionPay.MerID
+	var b bytes.Buffer
+	line := func(fields map[int]string) error {
+		for i, w := range zmWidths {
+			v := fields[i]
+			gbk, err := simplifiedchinese.GBK.NewEncoder().String(v)
+			if err != nil {
+				return err
+			}
+			if len(gbk) > w {
+				return fmt.Errorf("ZM field %d: %d bytes, width %d", i, len(gbk), w)
+			}
+			b.WriteString(gbk + strings.Repeat(" ", w-len(gbk)) + " ")
+		}
+		b.WriteString("\r\n")
+		return nil
+	}
+	for _, t := range f.dayTrades("unionpay", day) {
+		queryID := t.TxnID
+		if !unionPayDigitsOnly(queryID) {
+			queryID = unionPayQueryID(t.TradeNo, t.TxnID)
+		}
+		at := t.PaidAt.In(fakeBeijing).Format("0102150405")
+		base := map[int]string{0: "S22", 1: "00049992900", 2: "00049992900", 3: queryID[15:], 4: at, 5: "6216***********0018",
+			7: "5411", 8: "07", 9: queryID, 11: t.TradeNo, 12: "01", 17: "0001", 20: "01", 21: "000201", 27: merID, 36: "000000000000"}
+		pay := clone(base)
+		pay[6], pay[19] = fmt.Sprintf("%012d", t.AmountFen), "01"
+		pay[15], pay[16], pay[32] = "D000000000000", fmt.Sprintf("%013d", t.AmountFen), fmt.Sprintf("%013d", t.AmountFen)
+		if err := line(pay); err != nil {
+			return nil, err
+		}
+		if t.RefundID != "" {
+			refundID := t.RefundID
+			if !unionPayDigitsOnly(refundID) {
+				refundID = unionPayQueryID(t.TradeNo, queryID, StatusRefund, t.RefundID)
+			}
+			ref := clone(base)
+			ref[3], ref[9], ref[26] = refundID[15:], refundID, queryID
+			ref[6], ref[19], ref[20] = fmt.Sprintf("%012d", t.RefundAmt), "04", "00"
+			ref[15], ref[16], ref[32] = "C000000000000", fmt.Sprintf("%013d", t.RefundAmt), fmt.Sprintf("%013d", t.RefundAmt)
+			if err := line(ref); err != nil {
+				return nil, err
+			}
+		}
+	}
+	var out bytes.Buffer
+	zw := zip.NewWriter(&out)
+	w, err := zw.Create(unionPayZMName(merID, day))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := w.Write(b.Bytes()); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
+}
+
+func clone(m map[int]string) map[int]string {
+	c := make(map[int]string, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}

@@ -1,0 +1,134 @@
+package simulate
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/rsa"
+	"crypto/sha1" // #nosec G505 -- WeChat Pay states its bills' digest as SHA1
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// wechatPayBillRoutes serves WeChat Pay's trade bill: GET /v3/bill/tradebill (the merchant's
+// Authorization checked, the answer signed as every answer is) naming a download_url, and that
+// download: the bill text gzip-compressed, without Wechatpay-* headers, as WeChat sends it. A day
+// without trades is 400 NO_STATEMENT_EXIST; today's bill is 400 STATEMENT_CREATING.
+func (f *Fake) wechatPayBillRoutes(mux *http.ServeMux) {
+	merchantKey, err := loadFakePublicKey(f.dir, f.manifest.WeChatPay.MerchantPublicKeyFile)
+	signer, _ := f.signers["wechatpay"].(WeChatPaySigner)
+	if err == nil && signer.Key == nil {
+		err = errors.New("no WeChat Pay platform private key")
+	}
+	mux.HandleFunc("GET /v3/bill/tradebill", func(w http.ResponseWriter, r *http.Request) {
+		if err != nil {
+			http.Error(w, "sandbox keys: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		f.wechatTradeBill(w, r, merchantKey, signer)
+	})
+	mux.HandleFunc("GET /v3/billdownload/file", func(w http.ResponseWriter, r *http.Request) {
+		if err != nil {
+			http.Error(w, "sandbox keys: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		f.wechatBillDownload(w, r, merchantKey, signer)
+	})
+}
+
+func (f *Fake) wechatTradeBill(w http.ResponseWriter, r *http.Request, merchantKey *rsa.PublicKey, signer WeChatPaySigner) {
+	fail := func(status int, code, message string) {
+		body, _ := json.Marshal(map[string]string{"code": code, "message": message}) // strings: cannot fail
+		f.wechatWrite(w, r, status, body, signer)
+	}
+	if reason := f.wechatAuthorized(r, merchantKey); reason != "" {
+		fail(http.StatusUnauthorized, "SIGN_ERROR", reason)
+		return
+	}
+	q := r.URL.Query()
+	day, ok := parseBillDay(q.Get("bill_date"), fakeBeijing)
+	switch {
+	case !ok || q.Get("bill_type") != "ALL" || q.Get("tar_type") != "GZIP":
+		fail(http.StatusBadRequest, "PARAM_ERROR", "bill_date, bill_type=ALL and tar_type=GZIP: this fake serves no other")
+		return
+	case !day.Before(startOfDay(time.Now(), fakeBeijing)):
+		fail(http.StatusBadRequest, "STATEMENT_CREATING", "账单生成中")
+		return
+	}
+	text, n := f.WeChatBill(day)
+	if n == 0 {
+		fail(http.StatusBadRequest, "NO_STATEMENT_EXIST", "账单文件不存在")
+		return
+	}
+	sum := sha1.Sum(text) // #nosec G401 -- the channel's stated digest
+	body, _ := json.Marshal(map[string]string{
+		"hash_type": "SHA1", "hash_value": hex.EncodeToString(sum[:]),
+		"download_url": "https://api.mch.weixin.qq.com/v3/billdownload/file?" + url.Values{"token": {"fake-" + day.Format("20060102")}}.Encode(),
+	})
+	f.wechatWrite(w, r, http.StatusOK, body, signer)
+}
+
+func (f *Fake) wechatBillDownload(w http.ResponseWriter, r *http.Request, merchantKey *rsa.PublicKey, _ WeChatPaySigner) {
+	if reason := f.wechatAuthorized(r, merchantKey); reason != "" {
+		http.Error(w, reason, http.StatusUnauthorized)
+		return
+	}
+	date, ok := strings.CutPrefix(r.URL.Query().Get("token"), "fake-")
+	day, err := time.ParseInLocation("20060102", date, fakeBeijing)
+	if !ok || err != nil {
+		http.Error(w, "unknown token", http.StatusBadRequest)
+		return
+	}
+	text, _ := f.WeChatBill(day)
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	_, _ = zw.Write(text) // a bytes.Buffer: cannot fail
+	_ = zw.Close()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	_, _ = w.Write(z.Bytes())
+}
+
+// wechatBillHeader is the ALL bill's header.
+const wechatBillHeader = "交易时间,公众账号ID,商户号,特约商户号,设备号,微信订单号,商户订单号,用户标识,交易类型,交易状态,付款银行,货币种类," +
+	"应结订单金额,代金券金额,微信退款单号,商户退款单号,退款金额,充值券退款金额,退款类型,退款状态,商品名称,商户数据包,手续费,费率," +
+	"订单金额,申请退款金额,费率备注"
+
+// WeChatBill is the ALL trade bill of day (Beijing time) for the fake's WeChat Pay trades, and its
+// number of detail rows: a SUCCESS row per payment, a REFUND row per refund (微信退款单号 the
+// refund_id its notification carries; 订单金额 0.00 there), then the summary.
+func (f *Fake) WeChatBill(day time.Time) ([]byte, int) {
+	day = startOfDay(day, fakeBeijing)
+	m := f.manifest.WeChatPay
+	var b strings.Builder
+	b.WriteString(wechatBillHeader + "\r\n")
+	rows := 0
+	var orderFen, refundFen int64
+	row := func(t fakeBillTrade, status, refundID string, order, refund int64) {
+		cells := []string{t.PaidAt.In(fakeBeijing).Format(time.DateTime), m.AppID, m.MchID, "0", "", t.TxnID, t.TradeNo,
+			"oUpF8uMuAJO_M2pxb1Q9zNjWeS6o", "NATIVE", status, "OTHERS", t.Currency, Yuan(order), "0.00", refundID, "", Yuan(refund), "0.00",
+			"", "", "fake goods", "", "0.00000", "0.60%", Yuan(order), Yuan(refund), ""}
+		if refundID != "" {
+			cells[15], cells[18], cells[19] = "R"+refundID, "ORIGINAL", "SUCCESS"
+		}
+		b.WriteString("`" + strings.Join(cells, ",`") + "\r\n")
+		rows++
+		orderFen += order
+		refundFen += refund
+	}
+	for _, t := range f.dayTrades("wechatpay", day) {
+		row(t, "SUCCESS", "", t.AmountFen, 0)
+		if t.RefundID != "" {
+			row(t, "REFUND", t.RefundID, 0, t.RefundAmt)
+		}
+	}
+	if rows == 0 {
+		return nil, 0
+	}
+	b.WriteString("总交易单数,应结订单总金额,退款总金额,充值券退款总金额,手续费总金额,订单总金额,申请退款总金额\r\n")
+	b.WriteString("`" + strings.Join([]string{itoa(rows), Yuan(orderFen), Yuan(refundFen), "0.00", "0.00000", Yuan(orderFen), Yuan(refundFen)}, ",`") + "\r\n")
+	return []byte(b.String()), rows
+}
