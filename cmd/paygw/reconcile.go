@@ -87,19 +87,11 @@ func reconcileCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	log := newLogger(cfg.Log, stderr)
-	db, err := repository.Open(ctx, cfg.MySQL.DSN, 8)
+	db, applier, done, err := openApplier(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	redis.SetLogger(guard.LibraryLogger(log))
-	g := guard.New(guard.Options{Addr: cfg.Redis.Addr, Password: cfg.Redis.Password, DB: cfg.Redis.DB}, log)
-	defer g.Close()
-	applier := apply.New(db, g, cfg.Idempotency.RedisTTL, log)
-	g.Suspend()
-	if err := identity.New(db, g, log.Level(zerolog.WarnLevel), applier.ForgetMarkers).Check(ctx); err != nil {
-		log.Warn().Err(err).Msg("database identity unknown: redis markers off for this run")
-	}
+	defer done()
 	chs, err := channels.FromConfig(cfg.Channels)
 	if err != nil {
 		return err
@@ -185,19 +177,11 @@ func billCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		matchAs = *csvChannel
 	}
 
-	db, err := repository.Open(ctx, cfg.MySQL.DSN, 8)
+	db, applier, done, err := openApplier(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	redis.SetLogger(guard.LibraryLogger(log))
-	g := guard.New(guard.Options{Addr: cfg.Redis.Addr, Password: cfg.Redis.Password, DB: cfg.Redis.DB}, log)
-	defer g.Close()
-	applier := apply.New(db, g, cfg.Idempotency.RedisTTL, log)
-	g.Suspend()
-	if err := identity.New(db, g, log.Level(zerolog.WarnLevel), applier.ForgetMarkers).Check(ctx); err != nil {
-		log.Warn().Err(err).Msg("database identity unknown: redis markers off for this run")
-	}
+	defer done()
 	job := reconcile.New(db, applier, nil, reconcileConfig(cfg), log)
 	progress := billProgress(stderr)
 	rep, err := job.RunBill(ctx, matchAs, day, r, reconcile.BillConfig{LocalOnlyGrace: cfg.Reconcile.LocalOnlyGrace, Location: loc}, progress)
@@ -467,4 +451,21 @@ func runDownloadedBill(ctx context.Context, job *reconcile.Job, d channels.BillD
 		return reconcile.BillReport{}, err
 	}
 	return job.RunBill(ctx, d.Name(), day, r, reconcile.BillConfig{LocalOnlyGrace: grace, Location: day.Location()}, nil)
+}
+
+// openApplier opens what a one-shot command needs to apply events as serve does: MySQL, Redis
+// bound to the database's identity, and the Applier. done closes them.
+func openApplier(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*repository.DB, *apply.Applier, func(), error) {
+	db, err := repository.Open(ctx, cfg.MySQL.DSN, 8)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	redis.SetLogger(guard.LibraryLogger(log))
+	g := guard.New(guard.Options{Addr: cfg.Redis.Addr, Password: cfg.Redis.Password, DB: cfg.Redis.DB}, log)
+	applier := apply.New(db, g, cfg.Idempotency.RedisTTL, log)
+	g.Suspend()
+	if err := identity.New(db, g, log.Level(zerolog.WarnLevel), applier.ForgetMarkers).Check(ctx); err != nil {
+		log.Warn().Err(err).Msg("database identity unknown: redis markers off for this run")
+	}
+	return db, applier, func() { _ = g.Close(); _ = db.Close() }, nil
 }
