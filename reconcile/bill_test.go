@@ -12,6 +12,7 @@ import (
 	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/reconcile"
 	"github.com/paygw/paygw/repository"
+	"github.com/paygw/paygw/simulate"
 )
 
 // paid applies a payment of the order through Apply, as its notification would have.
@@ -203,5 +204,93 @@ func TestBillAndNotificationAtOnce(t *testing.T) {
 		if n := w.count(`SELECT COUNT(*) FROM idempotent_record WHERE idem_key = ?`, fmt.Sprintf("C%d", i)); n != 1 {
 			t.Fatalf("C%d: %d records, want 1", i, n)
 		}
+	}
+}
+
+// Every class in each channel's real bill format, downloaded from the fake channel as the job
+// downloads it: each is found, the CHANNEL_ONLY order ends PAID once, the refund the bill proves
+// is applied once, and a second run changes nothing.
+func TestBillEveryClassInEachRealFormat(t *testing.T) {
+	for _, ch := range []string{"alipay", "wechatpay", "unionpay", "stripe"} {
+		t.Run(ch, func(t *testing.T) {
+			w := newWorld(t)
+			loc := time.FixedZone("CST", 8*3600)
+			if ch == "stripe" {
+				loc = time.UTC
+			}
+			now := time.Now().In(loc)
+			day := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, loc).AddDate(0, 0, -4)
+			at := day.Add(10 * time.Hour)
+			// notify stands for the trade's notification, delivered at the time: a channel's real
+			// notification signed four days ago would be refused as stale today.
+			add := func(tn string, fen int64, status string, notify bool, txn string, refund int64) simulate.FakeTrade {
+				tr, err := w.fake.Add(context.Background(), simulate.FakeTrade{Channel: ch, TradeNo: tn, AmountFen: fen, Status: status,
+					TxnID: txn, RefundFen: refund, PaidAt: at, DropNotify: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if notify {
+					w.apply(payment.Event{Channel: ch, NotifyID: "n-" + tr.TxnID, TradeNo: tn, ChannelTxnID: tr.TxnID, Kind: payment.KindPaid,
+						Status: "paid", AmountFen: fen, Currency: "CNY", PaidAt: at, Raw: []byte(tn)}, payment.OutcomeApplied)
+				}
+				return tr
+			}
+			matched, channelOnly, closed, amount, local, refunded := w.order(ch, 100), w.order(ch, 100), w.order(ch, 100), w.order(ch, 100), w.order(ch, 100), w.order(ch, 100)
+			add(matched, 100, simulate.FakePaid, true, "", 0)
+			add(channelOnly, 100, simulate.FakePaid, false, "", 0)
+			testenv.Exec(t, w.dsn, `UPDATE orders SET status = 'CLOSED' WHERE trade_no = ?`, closed)
+			add(closed, 100, simulate.FakePaid, false, "", 0)
+			add("PUNKNOWN"+strings.ToUpper(ch[:3]), 100, simulate.FakePaid, false, "", 0)
+			tr := add(amount, 100, simulate.FakePaid, true, "", 0)
+			add(amount, 150, simulate.FakePaid, false, tr.TxnID, 0) // the bill says 150 of what was applied as 100
+			w.apply(payment.Event{Channel: ch, NotifyID: "n-local", TradeNo: local, ChannelTxnID: "LOCAL" + ch, Kind: payment.KindPaid,
+				Status: "paid", AmountFen: 100, Currency: "CNY", PaidAt: at, Raw: []byte("local")}, payment.OutcomeApplied)
+			tr = add(refunded, 100, simulate.FakePaid, true, "", 0)
+			add(refunded, 100, simulate.FakeRefunded, false, tr.TxnID, 30) // refunded at the channel; the notice lost
+			for _, tn := range []string{matched, amount, refunded} {
+				if st := w.status(tn); st != payment.OrderPaid {
+					t.Fatalf("%s is %s after its notification", tn, st)
+				}
+			}
+
+			want := map[string]int{reconcile.ClassMatched: 2, reconcile.ClassChannelOnly: 1, reconcile.ClassStatusMismatch: 1,
+				reconcile.ClassUnknownOrder: 1, reconcile.ClassAmountMismatch: 1, reconcile.ClassLocalOnly: 1, reconcile.ClassRefundChannelOnly: 1}
+			for run := 1; run <= 2; run++ {
+				if run == 2 {
+					want[reconcile.ClassMatched], want[reconcile.ClassChannelOnly] = 3, 0
+					want[reconcile.ClassRefundMatched], want[reconcile.ClassRefundChannelOnly] = 1, 0
+				}
+				file, err := w.bills[ch].DownloadBill(context.Background(), day)
+				if err != nil {
+					t.Fatalf("run %d: download: %v", run, err)
+				}
+				r, err := file.Reader()
+				if err != nil {
+					t.Fatal(err)
+				}
+				rep, err := w.job.RunBill(context.Background(), ch, day, r, reconcile.BillConfig{Location: loc}, nil)
+				file.Close()
+				if err != nil {
+					t.Fatalf("run %d: %v", run, err)
+				}
+				for class, n := range want {
+					if rep.Counts[class] != n {
+						t.Errorf("run %d: %s = %d, want %d (counts %v, bad lines %v)", run, class, rep.Counts[class], n, rep.Counts, rep.BadLines)
+					}
+				}
+				if !rep.Trusted || rep.Counts[reconcile.ClassBadLine] != 0 {
+					t.Errorf("run %d: trusted %v, summary %q, bad lines %v", run, rep.Trusted, rep.SummaryMismatch, rep.BadLines)
+				}
+				if st := w.status(channelOnly); st != payment.OrderPaid {
+					t.Fatalf("run %d: the CHANNEL_ONLY order is %s", run, st)
+				}
+				if n := w.count(`SELECT COUNT(*) FROM idempotent_record WHERE biz_type = 'pay_notify' AND JSON_VALUE(result_json, '$.trade_no') = ?`, channelOnly); n != 1 {
+					t.Fatalf("run %d: records of the repaired payment = %d, want 1", run, n)
+				}
+				if n := w.count(`SELECT refunded_fen FROM orders WHERE trade_no = ?`, refunded); n != 30 {
+					t.Fatalf("run %d: refunded_fen = %d, want 30, once", run, n)
+				}
+			}
+		})
 	}
 }

@@ -37,6 +37,7 @@ type world struct {
 	signers map[string]simulate.Signer
 	job     *reconcile.Job
 	queries []channels.Querier
+	bills   map[string]channels.BillDownloader
 	applier *apply.Applier
 }
 
@@ -82,6 +83,14 @@ func newWorld(t *testing.T) *world {
 		t.Fatalf("queriers: %d built, skipped %v, %v", len(qs), skipped, err)
 	}
 	w.queries = qs
+	dls, skipped, err := channels.BillDownloadersFromConfig(cfg.Channels, chs, time.UTC, &http.Client{Timeout: 30 * time.Second})
+	if err != nil || len(skipped) != 0 || len(dls) != 4 {
+		t.Fatalf("bill downloaders: %d built, skipped %v, %v", len(dls), skipped, err)
+	}
+	w.bills = map[string]channels.BillDownloader{}
+	for _, d := range dls {
+		w.bills[d.Name()] = d
+	}
 
 	w.dsn = testenv.NewDatabase(t)
 	w.db = testenv.Open(t, w.dsn)

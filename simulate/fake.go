@@ -96,6 +96,9 @@ func (f *Fake) Add(ctx context.Context, t FakeTrade) (FakeTrade, error) {
 	if t.TxnID == "" {
 		t.TxnID = Payment{TradeNo: t.TradeNo}.normalized(t.Channel).TxnID
 	}
+	if t.Channel == "unionpay" && !unionPayDigitsOnly(t.TxnID) {
+		t.TxnID = unionPayQueryID(t.TradeNo, t.TxnID) // the queryId its messages carry
+	}
 	f.mu.Lock()
 	f.trades[t.Channel+"/"+t.TradeNo] = t
 	err := f.save()
