@@ -141,6 +141,10 @@ func (j *Job) RunBill(ctx context.Context, channel string, day time.Time, r bill
 		progress(rep.Lines)
 	}
 
+	// The bill is read whole: only now do the day's previous rows go.
+	if err := j.db.ResetRun(ctx, runID, j.now().UTC()); err != nil {
+		return rep, err
+	}
 	// 2. The bill's own summary against its lines.
 	if err := b.checkSummary(r.Summary()); err != nil {
 		return rep, err

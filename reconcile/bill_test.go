@@ -2,6 +2,7 @@ package reconcile_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -292,5 +293,32 @@ func TestBillEveryClassInEachRealFormat(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A bill that turns out not to be one stops the run with an error naming the line, and the day's
+// last good rows stay as they were.
+func TestUnreadableBillChangesNothing(t *testing.T) {
+	w := newWorld(t)
+	day := time.Now().UTC().AddDate(0, 0, -3).Truncate(24 * time.Hour)
+	good := "trade_no,channel_txn_id,kind,amount_fen,currency,time\nNOTOURS1,X1,PAY,100,CNY," + day.Add(time.Hour).Format(time.RFC3339) + "\n"
+	if _, err := w.job.RunBill(context.Background(), "alipay", day, bills.NewCSV(strings.NewReader(good)), reconcile.BillConfig{Location: time.UTC}, nil); err != nil {
+		t.Fatal(err)
+	}
+	before := w.count(`SELECT COUNT(*) FROM recon_discrepancy`)
+	for name, bill := range map[string]string{
+		"a missing column": "trade_no,channel_txn_id,kind,currency,time\nT1,X1,PAY,CNY," + day.Format(time.RFC3339) + "\n",
+		"not a bill":       "\x00\x01\x02",
+	} {
+		_, err := w.job.RunBill(context.Background(), "alipay", day, bills.NewCSV(strings.NewReader(bill)), reconcile.BillConfig{Location: time.UTC}, nil)
+		if !errors.Is(err, bills.ErrFormat) || !strings.Contains(err.Error(), "line") {
+			t.Fatalf("%s: %v, want a format error naming the line", name, err)
+		}
+		if n := w.count(`SELECT COUNT(*) FROM recon_discrepancy`); n != before || before == 0 {
+			t.Fatalf("%s: rows %d, want the last good run's %d", name, n, before)
+		}
+		if n := w.count(`SELECT COUNT(*) FROM recon_run WHERE finished_at IS NOT NULL AND line_count = 1`); n != 1 {
+			t.Fatalf("%s: the last good run's totals were lost", name)
+		}
 	}
 }

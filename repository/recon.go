@@ -32,14 +32,14 @@ func (r ReconRun) Counts() map[string]int {
 	return counts
 }
 
-// StartRun opens the run of (channel, day), replacing a previous run of the same day: its staged
-// lines and its discrepancies go, and nothing else changes.
+// StartRun opens the run of (channel, day) for staging: its staged lines from a previous run
+// go; its discrepancies stay until ResetRun, so a bill that turns out unreadable leaves the last
+// good run's rows as they were.
 func (db *DB) StartRun(ctx context.Context, channel string, day time.Time, now time.Time) (int64, error) {
 	var id int64
 	err := db.InTx(ctx, func(tx *Tx) error {
 		const upsert = `INSERT INTO recon_run (channel, bill_date, started_at) VALUES (?, ?, ?)
-			ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id), started_at = VALUES(started_at), finished_at = NULL,
-			line_count = 0, bad_lines = 0, trusted = 1, counts_json = NULL`
+			ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id)`
 		res, err := tx.x.ExecContext(ctx, upsert, channel, day.Format(time.DateOnly), now)
 		if err != nil {
 			return err
@@ -47,13 +47,24 @@ func (db *DB) StartRun(ctx context.Context, channel string, day time.Time, now t
 		if id, err = res.LastInsertId(); err != nil {
 			return err
 		}
-		if _, err := tx.x.ExecContext(ctx, `DELETE FROM recon_line WHERE run_id = ?`, id); err != nil {
-			return err
-		}
-		_, err = tx.x.ExecContext(ctx, `DELETE FROM recon_discrepancy WHERE run_id = ?`, id)
+		_, err = tx.x.ExecContext(ctx, `DELETE FROM recon_line WHERE run_id = ?`, id)
 		return err
 	})
 	return id, err
+}
+
+// ResetRun starts a run's classification afresh once its bill is staged whole: the previous
+// run's discrepancies of the day go, and nothing else changes.
+func (db *DB) ResetRun(ctx context.Context, runID int64, now time.Time) error {
+	return db.InTx(ctx, func(tx *Tx) error {
+		const reset = `UPDATE recon_run SET started_at = ?, finished_at = NULL, line_count = 0, bad_lines = 0, trusted = 1,
+			counts_json = NULL WHERE id = ?`
+		if _, err := tx.x.ExecContext(ctx, reset, now, runID); err != nil {
+			return err
+		}
+		_, err := tx.x.ExecContext(ctx, `DELETE FROM recon_discrepancy WHERE run_id = ?`, runID)
+		return err
+	})
 }
 
 // BillLine is a bill line as the run stages it.
