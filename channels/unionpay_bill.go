@@ -10,7 +10,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -133,30 +132,7 @@ func (u *unionPayBills) request(day, now time.Time) (url.Values, error) {
 }
 
 func (u *unionPayBills) post(ctx context.Context, form url.Values) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.url, strings.NewReader(form.Encode()))
-	if err != nil {
-		return nil, fmt.Errorf("%w: unionpay: %w", ErrQueryFailed, err)
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded; charset=UTF-8")
-	resp, err := u.q.hc.Do(req)
-	if err != nil {
-		var ue *url.Error
-		if ctx.Err() == nil && errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return nil, fmt.Errorf("%w: unionpay: %w", ErrQueryFailed, err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, unionPayMaxBillResponse+1))
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("%w: unionpay: reading the response: %w", ErrQueryFailed, err)
-	case resp.StatusCode != http.StatusOK:
-		return nil, fmt.Errorf("%w: unionpay: HTTP %d", ErrQueryFailed, resp.StatusCode)
-	case len(body) > unionPayMaxBillResponse:
-		return nil, fmt.Errorf("%w: unionpay: response larger than %d bytes", ErrMalformed, unionPayMaxBillResponse)
-	}
-	return body, nil
+	return unionPayPost(ctx, u.q.hc, u.url, form, unionPayMaxBillResponse)
 }
 
 // unionPayFileContent reads a verified file download answer: respCode 00, our merId, and a

@@ -186,12 +186,17 @@ func unionPayTxnTime(q TradeQuery) (string, error) {
 }
 
 func (u *unionPayQuerier) post(ctx context.Context, form url.Values) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.url, strings.NewReader(form.Encode()))
+	return unionPayPost(ctx, u.hc, u.url, form, unionPayMaxResponse)
+}
+
+// unionPayPost sends a signed ACP form and returns the answer's body, at most limit bytes.
+func unionPayPost(ctx context.Context, hc *http.Client, to string, form url.Values, limit int) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, to, strings.NewReader(form.Encode()))
 	if err != nil {
 		return nil, fmt.Errorf("%w: unionpay: %w", ErrQueryFailed, err)
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded; charset=UTF-8")
-	resp, err := u.hc.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		var ue *url.Error
 		if ctx.Err() == nil && errors.As(err, &ue) {
@@ -200,14 +205,14 @@ func (u *unionPayQuerier) post(ctx context.Context, form url.Values) ([]byte, er
 		return nil, fmt.Errorf("%w: unionpay: %w", ErrQueryFailed, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, unionPayMaxResponse+1))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, int64(limit)+1))
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("%w: unionpay: reading the response: %w", ErrQueryFailed, err)
 	case resp.StatusCode != http.StatusOK:
 		return nil, fmt.Errorf("%w: unionpay: HTTP %d", ErrQueryFailed, resp.StatusCode)
-	case len(body) > unionPayMaxResponse:
-		return nil, fmt.Errorf("%w: unionpay: response larger than %d bytes", ErrMalformed, unionPayMaxResponse)
+	case len(body) > limit:
+		return nil, fmt.Errorf("%w: unionpay: response larger than %d bytes", ErrMalformed, limit)
 	}
 	return body, nil
 }

@@ -34,19 +34,8 @@ func (f *Fake) unionPayRoutes(mux *http.ServeMux) {
 }
 
 func (f *Fake) unionPayQuery(w http.ResponseWriter, r *http.Request) {
-	signer, ok := f.signers["unionpay"].(UnionPaySigner)
+	signer, req, ok := f.unionPayRequest(w, r)
 	if !ok {
-		http.Error(w, "no UnionPay signer in the sandbox keys", http.StatusInternalServerError)
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<16))
-	if err != nil {
-		http.Error(w, "body: "+err.Error(), http.StatusBadRequest)
-		return
-	}
-	req, err := url.ParseQuery(string(body))
-	if err != nil {
-		http.Error(w, "body is not a form", http.StatusBadRequest)
 		return
 	}
 
@@ -202,4 +191,24 @@ func UnionPayResponseBody(form url.Values) []byte {
 		b.WriteString(name + "=" + form.Get(name))
 	}
 	return []byte(b.String())
+}
+
+// unionPayRequest reads an ACP request form, answering the HTTP error itself when it cannot.
+func (f *Fake) unionPayRequest(w http.ResponseWriter, r *http.Request) (UnionPaySigner, url.Values, bool) {
+	signer, ok := f.signers["unionpay"].(UnionPaySigner)
+	if !ok {
+		http.Error(w, "no UnionPay signer in the sandbox keys", http.StatusInternalServerError)
+		return signer, nil, false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<16))
+	if err != nil {
+		http.Error(w, "body: "+err.Error(), http.StatusBadRequest)
+		return signer, nil, false
+	}
+	req, err := url.ParseQuery(string(body))
+	if err != nil {
+		http.Error(w, "body is not a form", http.StatusBadRequest)
+		return signer, nil, false
+	}
+	return signer, req, true
 }

@@ -6,7 +6,6 @@ import (
 	"compress/zlib"
 	"encoding/base64"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -25,19 +24,8 @@ func (f *Fake) unionPayBillRoutes(mux *http.ServeMux) {
 }
 
 func (f *Fake) unionPayFileDownload(w http.ResponseWriter, r *http.Request) {
-	signer, ok := f.signers["unionpay"].(UnionPaySigner)
+	signer, req, ok := f.unionPayRequest(w, r)
 	if !ok {
-		http.Error(w, "no UnionPay signer in the sandbox keys", http.StatusInternalServerError)
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<16))
-	if err != nil {
-		http.Error(w, "body: "+err.Error(), http.StatusBadRequest)
-		return
-	}
-	req, err := url.ParseQuery(string(body))
-	if err != nil {
-		http.Error(w, "body is not a form", http.StatusBadRequest)
 		return
 	}
 	answer := url.Values{}
