@@ -18,5 +18,8 @@ FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/paygw /paygw
 USER nonroot:nonroot
 EXPOSE 8080
+# admin.addr (metrics, pprof): set it, e.g. PAYGW_ADMIN__ADDR=0.0.0.0:9090, on a network only
+# Prometheus reaches; never publish it where the channels can.
+EXPOSE 9090
 ENTRYPOINT ["/paygw"]
 CMD ["serve", "--config", "/etc/paygw/paygw.yaml"]
