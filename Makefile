@@ -35,6 +35,7 @@ test: services
 	go run ./internal/secretscan -secrets .test.secrets -log .test.log
 	scripts/chaos.sh --short
 	scripts/model.sh
+	scripts/promtool.sh
 
 run: services build
 	scripts/demo.sh
@@ -67,6 +68,12 @@ chaos:
 .PHONY: model
 model:
 	scripts/model.sh
+
+# promtool check rules and promtool test rules on deploy/prometheus/ (installs Debian's
+# prometheus package for promtool if missing). Part of make test.
+.PHONY: rules
+rules:
+	scripts/promtool.sh
 
 clean:
 	rm -rf bin/

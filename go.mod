@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/go-sql-driver/mysql v1.10.2
 	github.com/go-viper/mapstructure/v2 v2.4.0
+	github.com/grafana/grafana-foundation-sdk/go v0.0.22
 	github.com/jmoiron/sqlx v1.4.0
 	github.com/knadh/koanf/parsers/yaml v1.1.1
 	github.com/knadh/koanf/providers/confmap v1.0.1
