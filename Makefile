@@ -28,6 +28,7 @@ test: export PAYGW_TEST_REDIS_ADDR = 127.0.0.1:$(REDIS_PORT)
 test: export PAYGW_TEST_SECRETS_FILE = $(CURDIR)/.test.secrets
 test: services
 	rm -f .test.secrets .test.log
+	scripts/promtool.sh
 	go test -race -count=1 -timeout 8m -v ./... 2>&1 | tee .test.log | grep -E '^(ok|FAIL|--- FAIL|panic:|\?)'; \
 	  status=$${PIPESTATUS[0]}; \
 	  [ "$$status" = 0 ] || grep -E -B25 '^\s*--- FAIL|^panic:' .test.log | grep -v '^redis: ' | head -300; \
@@ -35,7 +36,6 @@ test: services
 	go run ./internal/secretscan -secrets .test.secrets -log .test.log
 	scripts/chaos.sh --short
 	scripts/model.sh
-	scripts/promtool.sh
 
 run: services build
 	scripts/demo.sh

@@ -173,7 +173,7 @@ func TestQueriesShape(t *testing.T) {
 func TestQueriesParseWithPromtool(t *testing.T) {
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
-		t.Skip("promtool is not installed (scripts/promtool.sh installs it)")
+		t.Fatal("promtool is not installed: run scripts/promtool.sh (make test does, before the Go tests)")
 	}
 	var b strings.Builder
 	b.WriteString("groups:\n  - name: dashboard\n    rules:\n")
