@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/wechatpay-apiv3/wechatpay-go/utils"
 	"software.sslmate.com/src/go-pkcs12"
 
 	"github.com/paygw/paygw/channels"
@@ -467,7 +468,7 @@ func probeMessage(cfg *config.Config, channel string) (simulate.Message, error) 
 			// download of an unknown certificate.
 			if b, err := os.ReadFile(ch.WeChatPay.PlatformCertificateFiles[0]); err == nil {
 				if certs, err := channels.ParseCertificates(b); err == nil {
-					serial = strings.ToUpper(certs[0].SerialNumber.Text(16))
+					serial = utils.GetCertificateSerialNumber(*certs[0])
 				}
 			}
 		}
