@@ -11,7 +11,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"os"
@@ -19,11 +18,13 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
 	"github.com/wechatpay-apiv3/wechatpay-go/utils"
 	"software.sslmate.com/src/go-pkcs12"
 
 	"github.com/paygw/paygw/channels"
 	"github.com/paygw/paygw/config"
+	"github.com/paygw/paygw/guard"
 	"github.com/paygw/paygw/repository"
 	"github.com/paygw/paygw/simulate"
 )
@@ -273,7 +274,7 @@ func certificate(c *checklist, key, path string, cert *x509.Certificate, now tim
 	switch days := daysLeft(cert.NotAfter, now); {
 	case now.Before(cert.NotBefore):
 		c.fail(name, "%s: %q is not valid before %s", path, cn, cert.NotBefore.UTC().Format(time.RFC3339))
-	case days < 0:
+	case now.After(cert.NotAfter):
 		c.fail(name, "%s: %q expired %d day(s) ago (%s)", path, cn, -days, cert.NotAfter.UTC().Format(time.RFC3339))
 	case bits == 0:
 		c.fail(name, "%s: %q holds a %T key, want RSA", path, cn, cert.PublicKey)
@@ -284,9 +285,9 @@ func certificate(c *checklist, key, path string, cert *x509.Certificate, now tim
 	}
 }
 
-// daysLeft is whole days from now to t, negative once t has passed.
+// daysLeft is whole days from now to t (negative once t has passed), rounded toward zero.
 func daysLeft(t, now time.Time) int {
-	return int(math.Floor(t.Sub(now).Hours() / 24))
+	return int(t.Sub(now).Hours() / 24)
 }
 
 func pfxFile(c *checklist, key, path, password string, now time.Time) {
@@ -324,11 +325,10 @@ func doctorChain(chs []channels.Channel, c *checklist) {
 		switch v := ch.(type) {
 		case *channels.UnionPay:
 			for _, cert := range v.Chain() {
-				days := daysLeft(cert.NotAfter, now)
-				if days < 0 {
-					c.fail("unionpay chain", "%s", cert)
+				if now.After(cert.NotAfter) {
+					c.fail("unionpay chain", "%s: expired", cert)
 				} else {
-					c.ok("unionpay chain", "%s %q %s, expires in %d day(s)", cert.Role, cert.CommonName, cert.SignatureAlgorithm, days)
+					c.ok("unionpay chain", "%s %q %s, expires in %d day(s)", cert.Role, cert.CommonName, cert.SignatureAlgorithm, daysLeft(cert.NotAfter, now))
 				}
 			}
 		case *channels.WeChatPay:
@@ -389,6 +389,7 @@ func doctorMySQL(ctx context.Context, cfg *config.Config, c *checklist) {
 }
 
 func doctorRedis(ctx context.Context, cfg *config.Config, c *checklist) {
+	redis.SetLogger(guard.LibraryLogger(zerolog.Nop())) // the check's line says what failed
 	rc := redis.NewClient(&redis.Options{Addr: cfg.Redis.Addr, Password: cfg.Redis.Password, DB: cfg.Redis.DB,
 		DialTimeout: 3 * time.Second, ReadTimeout: 3 * time.Second, MaxRetries: -1})
 	defer rc.Close()
