@@ -69,6 +69,7 @@ func TestDoctorGood(t *testing.T) {
 	s := startServer(t, path, addr)
 	r := runPaygw(t, nil, "doctor", "--config", path)
 	s.stop()
+	t.Logf("checklist:\n%s", r.stdout)
 	ok, fail, _ := checkLines(r.stdout)
 	if r.code != 0 || len(fail) > 0 {
 		t.Fatalf("doctor: exit %d, failures %q\nstdout:\n%s\nstderr:\n%s", r.code, fail, r.stdout, r.stderr)
