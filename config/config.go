@@ -34,6 +34,14 @@ type Config struct {
 	Channels    Channels    `koanf:"channels"`
 	Reconcile   Reconcile   `koanf:"reconcile"`
 	Admin       Admin       `koanf:"admin"`
+	Journal     Journal     `koanf:"journal"`
+}
+
+// Journal is the notification journal: every verified notification and trade-query answer.
+type Journal struct {
+	// Retention: rows received longer ago than this are purged (`paygw purge`, serve's daily
+	// pass). The default, 400 days, is a year of audits plus slack.
+	Retention time.Duration `koanf:"retention"`
 }
 
 // Reconcile is the job that asks the channels about orders whose notification never came.
@@ -103,7 +111,19 @@ type Idempotency struct {
 	RedisTTL              time.Duration `koanf:"redis_ttl"`
 	DBTimeoutCleanSeconds int           `koanf:"db_timeout_clean_seconds"`
 	ReturnOriginalResult  bool          `koanf:"return_original_result"`
+	// Retention: final (success or failed) records created longer ago than this are purged.
+	// Never below MinIdempotencyRetention: a channel still retrying a notification, or a client
+	// retrying a create, must find the record.
+	Retention time.Duration `koanf:"retention"`
 }
+
+// MinIdempotencyRetention is the longest window in which a channel retries a notification
+// (WeChat Pay and Alipay retry for about a day, Stripe for up to three days).
+const MinIdempotencyRetention = 72 * time.Hour
+
+// MinJournalRetention keeps at least a month of notifications for the daily bills and for
+// answering a customer's question about a recent payment.
+const MinJournalRetention = 30 * 24 * time.Hour
 
 // ProcessingTimeout is how long a `processing` record may live before the sweeper fails it.
 func (i Idempotency) ProcessingTimeout() time.Duration {
@@ -201,6 +221,8 @@ func defaults() map[string]any {
 		"idempotency.redis_ttl":                "30s",
 		"idempotency.db_timeout_clean_seconds": 600,
 		"idempotency.return_original_result":   true,
+		"idempotency.retention":                "168h",
+		"journal.retention":                    "9600h",
 		"channels.alipay.enabled":              false,
 		"channels.wechatpay.enabled":           false,
 		"channels.stripe.enabled":              false,
@@ -345,6 +367,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Idempotency.DBTimeoutCleanSeconds < 1 {
 		bad("idempotency.db_timeout_clean_seconds", "must be at least 1, got %d", c.Idempotency.DBTimeoutCleanSeconds)
+	}
+	if c.Idempotency.Retention < MinIdempotencyRetention {
+		bad("idempotency.retention", "must be at least %s (the longest channel retry window), got %s", MinIdempotencyRetention, c.Idempotency.Retention)
+	}
+	if c.Journal.Retention < MinJournalRetention {
+		bad("journal.retention", "must be at least %s (30 days), got %s", MinJournalRetention, c.Journal.Retention)
 	}
 	c.validateReconcile(bad)
 	names, tokens := map[string]bool{}, map[string]bool{}

@@ -36,7 +36,9 @@ func wantDefaults() Config {
 			RedisTTL:              30 * time.Second,
 			DBTimeoutCleanSeconds: 600,
 			ReturnOriginalResult:  true,
+			Retention:             168 * time.Hour,
 		},
+		Journal: Journal{Retention: 9600 * time.Hour},
 		Channels: Channels{
 			Alipay:    Alipay{GatewayURL: "https://openapi.alipay.com/gateway.do"},
 			WeChatPay: WeChatPay{APIBaseURL: "https://api.mch.weixin.qq.com"},
@@ -88,6 +90,22 @@ func TestLoad(t *testing.T) {
 				c.Idempotency.Enabled = false
 				c.Idempotency.RedisTTL = 45 * time.Second
 				c.Idempotency.DBTimeoutCleanSeconds = 120
+			},
+		},
+		"retention at the minimums": {
+			yaml:    "idempotency: {retention: 72h}\njournal: {retention: 720h}\n",
+			environ: nil,
+			want: func(c *Config) {
+				c.Idempotency.Retention = 72 * time.Hour
+				c.Journal.Retention = 720 * time.Hour
+			},
+		},
+		"retention via env": {
+			yaml:    "{}\n",
+			environ: []string{"PAYGW_IDEMPOTENCY__RETENTION=336h", "PAYGW_JOURNAL__RETENTION=8760h"},
+			want: func(c *Config) {
+				c.Idempotency.Retention = 336 * time.Hour
+				c.Journal.Retention = 8760 * time.Hour
 			},
 		},
 		"file values": {
@@ -278,6 +296,23 @@ func TestLoadRefuses(t *testing.T) {
 		"db timeout clean zero": {
 			yaml: "idempotency: {db_timeout_clean_seconds: 0}\n",
 			want: []string{"idempotency.db_timeout_clean_seconds"},
+		},
+		"idempotency retention below the channels' retry window": {
+			yaml: "idempotency: {retention: 71h}\n",
+			want: []string{"idempotency.retention", "72h0m0s", "71h0m0s"},
+		},
+		"idempotency retention zero via env": {
+			yaml:    "{}\n",
+			environ: []string{"PAYGW_IDEMPOTENCY__RETENTION=0s"},
+			want:    []string{"idempotency.retention"},
+		},
+		"journal retention below a month": {
+			yaml: "journal: {retention: 240h}\n",
+			want: []string{"journal.retention", "720h0m0s", "240h0m0s"},
+		},
+		"journal retention unparsable": {
+			yaml: "journal: {retention: forever}\n",
+			want: []string{"journal.retention", "invalid duration"},
 		},
 		"key header not a header name": {
 			yaml: `idempotency: {key_header: "Idem Key"}` + "\n",

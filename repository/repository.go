@@ -29,6 +29,36 @@ type DB struct {
 	x *sqlx.DB
 }
 
+// Session settings Open gives every connection.
+const (
+	Isolation       = "READ-COMMITTED"
+	LockWaitTimeout = 5 // seconds, innodb_lock_wait_timeout
+)
+
+// Session is what a connection of the pool reports of itself and the server.
+type Session struct {
+	Version         string
+	Isolation       string // the session's transaction isolation, e.g. READ-COMMITTED
+	LockWaitTimeout int    // seconds
+	Now             time.Time
+}
+
+// Session reads one connection's settings and the server's clock (NOW(6), UTC).
+func (db *DB) Session(ctx context.Context) (Session, error) {
+	var s Session
+	var err error
+	// MySQL 8 knows only transaction_isolation, MariaDB before 11.1 only tx_isolation.
+	for _, name := range []string{"transaction_isolation", "tx_isolation"} {
+		err = db.x.QueryRowContext(ctx, `SELECT VERSION(), @@session.`+name+`, @@session.innodb_lock_wait_timeout, NOW(6)`).
+			Scan(&s.Version, &s.Isolation, &s.LockWaitTimeout, &s.Now)
+		var me *mysql.MySQLError
+		if err == nil || !errors.As(err, &me) || me.Number != 1193 {
+			break
+		}
+	}
+	return s, err
+}
+
 // Open connects with the session settings paygw relies on and checks the server answers.
 func Open(ctx context.Context, dsn string, maxOpen int) (*DB, error) {
 	cfg, err := mysql.ParseDSN(dsn)
@@ -44,7 +74,7 @@ func Open(ctx context.Context, dsn string, maxOpen int) (*DB, error) {
 	// A notification waits at most this long for a row lock (MariaDB's default is 50 s): long
 	// enough for a twin's transaction, short enough to answer "retry" well inside the channel's
 	// reply timeout.
-	cfg.Params["innodb_lock_wait_timeout"] = "5"
+	cfg.Params["innodb_lock_wait_timeout"] = fmt.Sprint(LockWaitTimeout)
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 3 * time.Second
 	}
@@ -53,7 +83,7 @@ func Open(ctx context.Context, dsn string, maxOpen int) (*DB, error) {
 	// the session variable tx_isolation, MySQL 8 only transaction_isolation: try one, then the other.
 	var lastErr error
 	for _, name := range []string{"tx_isolation", "transaction_isolation"} {
-		cfg.Params[name] = "'READ-COMMITTED'"
+		cfg.Params[name] = "'" + Isolation + "'"
 		db, err := open(ctx, cfg, maxOpen)
 		if err == nil {
 			return db, nil

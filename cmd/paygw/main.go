@@ -1,5 +1,5 @@
-// Command paygw is the payment-callback gateway: `paygw serve`, `paygw migrate`, `paygw sweep`
-// and `paygw version`.
+// Command paygw is the payment-callback gateway: `paygw serve`, `paygw migrate`, `paygw sweep`,
+// `paygw purge`, `paygw doctor` and the others its usage lists.
 package main
 
 import (
@@ -44,6 +44,10 @@ Usage:
   paygw migrate [--config FILE]    apply the database migrations up to the latest
   paygw migrate status [--config FILE]
   paygw sweep   [--config FILE]    one pass of the processing-timeout cleanup
+  paygw purge   [--config FILE]    delete idempotency records and journal rows past their retention
+                                   (serve does it once a day)
+  paygw doctor  [--config FILE] [--no-probe]
+                                   check a deployment before going live: a checklist, exit 1 on a failure
   paygw reconcile query [--config FILE] [--channel C] [--trade-no T] [--older-than D] [--max-age D] [--dry-run]
                                    ask the channels about WAIT_PAY orders whose notification never came
   paygw reconcile bill --channel C --date YYYY-MM-DD --file PATH [--report OUT.json|OUT.csv] [--config FILE]
@@ -114,6 +118,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stdout, "swept %d processing record(s) older than %s\n", n, cfg.Idempotency.ProcessingTimeout())
 			return nil
 		})
+	case "purge":
+		return withConfig(cmd, args, stderr, "delete final idempotency records older than idempotency.retention and journal rows older than journal.retention", func(cfg *config.Config, log zerolog.Logger) error {
+			return purgeCmd(ctx, cfg, stdout)
+		})
+	case "doctor":
+		return doctorCmd(ctx, args, stdout, stderr)
 	case "reconcile":
 		return reconcileCmd(ctx, args, stdout, stderr)
 	case "why":
@@ -319,6 +329,9 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 
 	// The sweeper: processing records older than the timeout become failed, so a retry can run.
 	go sweepEvery(ctx, time.Minute, db, cfg.Idempotency.ProcessingTimeout(), log)
+	// Retention: once a day, one replica deletes what is past idempotency.retention and
+	// journal.retention.
+	go servePurge(ctx, cfg, db, holderName(), purgeCheckEvery, nil, log)
 
 	// HTTP.
 	hs := handlers.NewHTTPServer(cfg.HTTP.Addr, srv.Echo(), handlers.DefaultTimeouts())

@@ -1,0 +1,223 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paygw/paygw/internal/testenv"
+	"github.com/paygw/paygw/simulate"
+)
+
+// oldRecords adds n final idempotency records created age ago (by UTC, paygw's session zone).
+func oldRecords(t *testing.T, dsn, prefix string, n, status int, age time.Duration) {
+	t.Helper()
+	for start := 0; start < n; start += 500 {
+		var rows []string
+		for i := start; i < min(n, start+500); i++ {
+			rows = append(rows, fmt.Sprintf("('%s-%d', 'pay_notify', 'alipay', REPEAT('0', 64), %d, UTC_TIMESTAMP(3) - INTERVAL %d SECOND)",
+				prefix, i, status, int64(age.Seconds())))
+		}
+		testenv.Exec(t, dsn, `INSERT INTO idempotent_record (idem_key, biz_type, scope, request_hash, status, create_time) VALUES `+
+			strings.Join(rows, ", "))
+	}
+}
+
+func oldJournal(t *testing.T, dsn, prefix string, n int, age time.Duration) {
+	t.Helper()
+	var rows []string
+	for i := 0; i < n; i++ {
+		rows = append(rows, fmt.Sprintf("('alipay', '%s-%d', 'P1', 'T1', 'PAID', 'TRADE_SUCCESS', 1, 'CNY', 'body', 'APPLIED', UTC_TIMESTAMP(3) - INTERVAL %d SECOND)",
+			prefix, i, int64(age.Seconds())))
+	}
+	testenv.Exec(t, dsn, `INSERT INTO notify_journal (channel, notify_id, trade_no, channel_txn_id, event, channel_status, amount_fen,
+		currency, raw_body, outcome, received_time) VALUES `+strings.Join(rows, ", "))
+}
+
+var purgedLine = regexp.MustCompile(`purged (\d+) (\w+) row\(s\) older than \S+ in (\d+) batch\(es\) of at most 1000`)
+
+// `paygw purge` deletes final records past idempotency.retention and journal rows past
+// journal.retention, 1,000 at most per statement, and says how many.
+func TestPurgeCommand(t *testing.T) {
+	dsn := testenv.NewDatabase(t)
+	oldRecords(t, dsn, "old", 2500, 1, 8*24*time.Hour)
+	oldRecords(t, dsn, "stuck", 3, 0, 8*24*time.Hour) // processing: someone's claim, kept
+	oldRecords(t, dsn, "young", 10, 2, 6*24*time.Hour)
+	oldJournal(t, dsn, "old", 5, 401*24*time.Hour)
+	oldJournal(t, dsn, "young", 4, 399*24*time.Hour)
+	testenv.Exec(t, dsn, `INSERT INTO anomaly (kind, trade_no, channel, channel_txn_id, amount_fen, currency, detail, created_time)
+		VALUES ('AMOUNT_MISMATCH', 'P1', 'alipay', 'T1', 1, 'CNY', 'old', UTC_TIMESTAMP(3) - INTERVAL 900 DAY)`)
+	path := writeConfig(t, settings{dsn: dsn})
+
+	r := runPaygw(t, nil, "purge", "--config", path)
+	if r.code != 0 {
+		t.Fatalf("purge: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	got := map[string][2]string{}
+	for _, m := range purgedLine.FindAllStringSubmatch(r.stdout, -1) {
+		got[m[2]] = [2]string{m[1], m[3]}
+	}
+	if got["idempotent_record"] != [2]string{"2500", "3"} || got["notify_journal"] != [2]string{"5", "1"} {
+		t.Fatalf("purge output (rows, batches) %v, want 2500 records in 3 batches and 5 journal rows in 1:\n%s", got, r.stdout)
+	}
+	for q, want := range map[string]int{
+		`SELECT COUNT(*) FROM idempotent_record WHERE idem_key LIKE 'old-%'`:   0,
+		`SELECT COUNT(*) FROM idempotent_record WHERE idem_key LIKE 'stuck-%'`: 3,
+		`SELECT COUNT(*) FROM idempotent_record WHERE idem_key LIKE 'young-%'`: 10,
+		`SELECT COUNT(*) FROM notify_journal WHERE notify_id LIKE 'young-%'`:   4,
+		`SELECT COUNT(*) FROM notify_journal WHERE notify_id LIKE 'old-%'`:     0,
+		`SELECT COUNT(*) FROM anomaly`:                                         1,
+	} {
+		if n := testenv.Count(t, dsn, q); n != want {
+			t.Errorf("%s = %d, want %d", q, n, want)
+		}
+	}
+
+	// A longer retention from the environment keeps the young rows of a second run too.
+	r = runPaygw(t, []string{"PAYGW_IDEMPOTENCY__RETENTION=72h"}, "purge", "--config", path)
+	if r.code != 0 || !strings.Contains(r.stdout, "purged 10 idempotent_record row(s) older than 72h0m0s") {
+		t.Fatalf("purge at 72h: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+
+	// Below the channels' retry window: refused, naming the key.
+	r = runPaygw(t, []string{"PAYGW_IDEMPOTENCY__RETENTION=24h"}, "purge", "--config", path)
+	if r.code == 0 || !strings.Contains(r.stderr, "idempotency.retention") {
+		t.Fatalf("purge at 24h: exit %d, stderr %q; want a refusal naming idempotency.retention", r.code, r.stderr)
+	}
+}
+
+// serve purges once at start under the day's lease; a restart within the day does not purge
+// again, whichever replica held it.
+func TestServePurgesDaily(t *testing.T) {
+	dsn := testenv.NewDatabase(t)
+	oldRecords(t, dsn, "old", 1200, 1, 8*24*time.Hour)
+	addr := freeAddr(t)
+	path := writeConfig(t, settings{addr: addr, dsn: dsn, extra: "reconcile:\n  query_interval: 0s\n"})
+	s := startServer(t, path, addr)
+	deadline := time.Now().Add(10 * time.Second)
+	for testenv.Count(t, dsn, `SELECT COUNT(*) FROM idempotent_record`) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not purge the old records within 10s:\n%s", s.out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for !strings.Contains(s.out.String(), `"purged rows past retention"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not log the purge:\n%s", s.out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s.stop()
+	if !strings.Contains(s.out.String(), `"idempotent_records":1200`) || !strings.Contains(s.out.String(), `"record_batches":2`) {
+		t.Errorf("the purge log line does not say 1200 records in 2 batches:\n%s", s.out)
+	}
+	if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM job_lease WHERE name = 'purge' AND expires_at > UTC_TIMESTAMP(3) + INTERVAL 23 HOUR`); n != 1 {
+		t.Fatalf("the purge lease is not held for the day (%d rows)", n)
+	}
+
+	oldRecords(t, dsn, "later", 5, 1, 8*24*time.Hour)
+	s2 := startServer(t, path, addr)
+	time.Sleep(time.Second)
+	s2.stop()
+	if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM idempotent_record`); n != 5 {
+		t.Fatalf("a restart within the day purged again: %d records left, want 5", n)
+	}
+}
+
+// After the records are purged, a repeated payment notification still answers success and
+// changes nothing (the order is PAID by that transaction), and the idempotent create still
+// answers the original order.
+func TestRepeatsAfterPurge(t *testing.T) {
+	dir := t.TempDir()
+	man, err := simulate.WriteKeys(dir, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Secret(t, man.Stripe.APIKey)
+	testenv.Secret(t, man.UnionPay.MerchantSignCertPassword)
+	signers, err := simulate.LoadSigners(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	channelsYAML, err := os.ReadFile(man.ConfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dsn := testenv.NewDatabase(t)
+	addr := freeAddr(t)
+	token := newToken(t)
+	// Redis down: every repeat is decided by MySQL alone, without a done marker.
+	path := writeConfig(t, settings{addr: addr, dsn: dsn, token: token, redisAddr: "127.0.0.1:1",
+		extra: string(channelsYAML) + "reconcile:\n  query_interval: 0s\n"})
+	s := startServer(t, path, addr)
+	if r := s.do("PUT", "/v1/stock/A-1", token, nil, `{"num":10,"price_fen":1999}`); r.code != http.StatusOK {
+		t.Fatalf("PUT stock: %d %s", r.code, r.body)
+	}
+	key := map[string]string{"Idempotency-Key": "purge-1"}
+	const orderBody = `{"user_id":7,"sku":"A-1","num":1}`
+	orig := s.do("POST", "/v1/orders", token, key, orderBody)
+	if orig.code != http.StatusCreated {
+		t.Fatalf("create: %d %s", orig.code, orig.body)
+	}
+	m := regexp.MustCompile(`"trade_no":"([^"]+)"`).FindStringSubmatch(orig.body)
+	if m == nil {
+		t.Fatalf("no trade_no in %s", orig.body)
+	}
+	tradeNo := m[1]
+	msg, err := signers["alipay"].Sign(simulate.Payment{TradeNo: tradeNo, AmountFen: 1999})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := simulate.NotifyURL(s.url, "alipay")
+	if r := simulate.Send(t.Context(), s.client, url, msg); r.Kind() != "success" {
+		t.Fatalf("first notification: %s", r)
+	}
+	state := func() string {
+		return fmt.Sprint(
+			testenv.Count(t, dsn, `SELECT COUNT(*) FROM orders WHERE trade_no = ? AND status = 'PAID' AND channel = 'alipay'`, tradeNo),
+			testenv.Count(t, dsn, `SELECT COUNT(*) FROM orders`),
+			testenv.Count(t, dsn, `SELECT COUNT(DISTINCT channel_txn_id) FROM orders WHERE channel_txn_id IS NOT NULL`),
+			testenv.Count(t, dsn, `SELECT COUNT(*) FROM notify_journal`),
+			testenv.Count(t, dsn, `SELECT COUNT(*) FROM anomaly`),
+			testenv.Count(t, dsn, `SELECT num FROM stock WHERE sku = 'A-1'`))
+	}
+	before := state()
+	if before != "1 1 1 1 0 9" {
+		t.Fatalf("after the payment: %s, want the order PAID once", before)
+	}
+	getPaid := func() string {
+		return fmt.Sprint(testenv.Count(t, dsn, `SELECT CAST(UNIX_TIMESTAMP(paid_time) * 1000 AS SIGNED) FROM orders WHERE trade_no = ?`, tradeNo))
+	}
+	paidTime := getPaid()
+
+	// Eight days later: the records are past the week's retention.
+	testenv.Exec(t, dsn, `UPDATE idempotent_record SET create_time = create_time - INTERVAL 8 DAY`)
+	r := runPaygw(t, nil, "purge", "--config", path)
+	if r.code != 0 || !strings.Contains(r.stdout, "purged 2 idempotent_record row(s)") {
+		t.Fatalf("purge: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+
+	for i := 0; i < 2; i++ {
+		if r := simulate.Send(t.Context(), s.client, url, msg); r.Kind() != "success" {
+			t.Fatalf("repeat %d after the purge: %s, want success", i+1, r)
+		}
+	}
+	if after := state(); after != before {
+		t.Fatalf("the repeats after the purge changed the books: %s, was %s", after, before)
+	}
+	if getPaid() != paidTime {
+		t.Fatal("the repeats after the purge changed paid_time")
+	}
+	again := s.do("POST", "/v1/orders", token, key, orderBody)
+	if again.code != orig.code || !strings.Contains(again.body, `"trade_no":"`+tradeNo+`"`) {
+		t.Fatalf("create after the purge: %d %s, want the original order %s", again.code, again.body, tradeNo)
+	}
+	if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM orders`); n != 1 {
+		t.Fatalf("orders after the create's retry: %d, want 1", n)
+	}
+	s.stop()
+}

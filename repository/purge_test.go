@@ -1,0 +1,124 @@
+package repository_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/paygw/paygw/internal/testenv"
+	"github.com/paygw/paygw/repository"
+)
+
+// insertRecords adds n idempotent_record rows of status created age ago (UTC, the database's
+// session zone for paygw), keys prefix-0, prefix-1, ...
+func insertRecords(t *testing.T, dsn, prefix string, n, status int, age time.Duration) {
+	t.Helper()
+	for start := 0; start < n; start += 500 {
+		var rows []string
+		for i := start; i < min(n, start+500); i++ {
+			rows = append(rows, fmt.Sprintf("('%s-%d', 'pay_notify', 'alipay', REPEAT('0', 64), %d, UTC_TIMESTAMP(3) - INTERVAL %d SECOND)",
+				prefix, i, status, int64(age.Seconds())))
+		}
+		testenv.Exec(t, dsn, `INSERT INTO idempotent_record (idem_key, biz_type, scope, request_hash, status, create_time) VALUES `+
+			strings.Join(rows, ", "))
+	}
+}
+
+func insertJournal(t *testing.T, dsn, prefix string, n int, age time.Duration) {
+	t.Helper()
+	var rows []string
+	for i := 0; i < n; i++ {
+		rows = append(rows, fmt.Sprintf("('alipay', '%s-%d', 'P1', 'T1', 'PAID', 'TRADE_SUCCESS', 1, 'CNY', 'body', 'APPLIED', UTC_TIMESTAMP(3) - INTERVAL %d SECOND)",
+			prefix, i, int64(age.Seconds())))
+	}
+	testenv.Exec(t, dsn, `INSERT INTO notify_journal (channel, notify_id, trade_no, channel_txn_id, event, channel_status, amount_fen,
+		currency, raw_body, outcome, received_time) VALUES `+strings.Join(rows, ", "))
+}
+
+// Rows past retention go in batches of at most 1,000; processing records, younger rows,
+// anomalies and the journal within its own retention stay.
+func TestPurgeRecordsInBatches(t *testing.T) {
+	dsn := testenv.NewDatabase(t)
+	db := testenv.Open(t, dsn)
+	ctx := context.Background()
+	const week = 168 * time.Hour
+	insertRecords(t, dsn, "old-ok", 2300, repository.StatusSuccess, 10*24*time.Hour)
+	insertRecords(t, dsn, "old-failed", 200, repository.StatusFailed, 9*24*time.Hour)
+	insertRecords(t, dsn, "old-processing", 7, repository.StatusProcessing, 10*24*time.Hour)
+	insertRecords(t, dsn, "young", 30, repository.StatusSuccess, 6*24*time.Hour)
+	insertRecords(t, dsn, "now", 5, repository.StatusSuccess, 0)
+	testenv.Exec(t, dsn, `INSERT INTO anomaly (kind, trade_no, channel, channel_txn_id, amount_fen, currency, detail, created_time)
+		VALUES ('AMOUNT_MISMATCH', 'P1', 'alipay', 'T1', 1, 'CNY', 'old', UTC_TIMESTAMP(3) - INTERVAL 900 DAY)`)
+
+	var hooked atomic.Int64
+	got, err := db.PurgeRecords(ctx, week, func(n int64) { hooked.Add(n) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Rows != 2500 {
+		t.Errorf("purged %d rows, want 2500", got.Rows)
+	}
+	if got.MaxBatch > repository.PurgeBatch || got.Batches < 3 {
+		t.Errorf("batches %d, largest %d: want at least 3 of at most %d", got.Batches, got.MaxBatch, repository.PurgeBatch)
+	}
+	if hooked.Load() != 2500 {
+		t.Errorf("the hook counted %d, want 2500", hooked.Load())
+	}
+	for q, want := range map[string]int{
+		`SELECT COUNT(*) FROM idempotent_record WHERE idem_key LIKE 'old-ok-%' OR idem_key LIKE 'old-failed-%'`: 0,
+		`SELECT COUNT(*) FROM idempotent_record WHERE idem_key LIKE 'old-processing-%'`:                         7,
+		`SELECT COUNT(*) FROM idempotent_record WHERE idem_key LIKE 'young-%' OR idem_key LIKE 'now-%'`:         35,
+		`SELECT COUNT(*) FROM anomaly`: 1,
+	} {
+		if n := testenv.Count(t, dsn, q); n != want {
+			t.Errorf("%s = %d, want %d", q, n, want)
+		}
+	}
+
+	// Nothing left to do: no DELETE past the first range of young rows.
+	again, err := db.PurgeRecords(ctx, week, nil)
+	if err != nil || again.Rows != 0 {
+		t.Fatalf("second purge: %+v, %v; want nothing", again, err)
+	}
+}
+
+// The walk stops at the first range of rows within retention, and finds old rows anywhere
+// before it, across gaps in the ids.
+func TestPurgeAcrossIDGaps(t *testing.T) {
+	dsn := testenv.NewDatabase(t)
+	db := testenv.Open(t, dsn)
+	insertRecords(t, dsn, "a", 1500, repository.StatusSuccess, 200*time.Hour)
+	testenv.Exec(t, dsn, `ALTER TABLE idempotent_record AUTO_INCREMENT = 1000000`)
+	insertRecords(t, dsn, "b", 1200, repository.StatusFailed, 100*time.Hour)
+	insertRecords(t, dsn, "c", 10, repository.StatusSuccess, time.Hour)
+	got, err := db.PurgeRecords(context.Background(), 72*time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Rows != 2700 || got.MaxBatch > repository.PurgeBatch {
+		t.Fatalf("purge: %+v, want 2700 rows in batches of at most %d", got, repository.PurgeBatch)
+	}
+	if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM idempotent_record`); n != 10 {
+		t.Fatalf("%d rows left, want the 10 young ones", n)
+	}
+}
+
+func TestPurgeJournal(t *testing.T) {
+	dsn := testenv.NewDatabase(t)
+	db := testenv.Open(t, dsn)
+	insertJournal(t, dsn, "old", 1001, 401*24*time.Hour)
+	insertJournal(t, dsn, "young", 3, 399*24*time.Hour)
+	got, err := db.PurgeJournal(context.Background(), 9600*time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Rows != 1001 || got.Batches != 2 || got.MaxBatch > repository.PurgeBatch {
+		t.Fatalf("purge: %+v, want 1001 rows in 2 batches", got)
+	}
+	if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM notify_journal WHERE notify_id LIKE 'young-%'`); n != 3 {
+		t.Fatalf("young journal rows left: %d, want 3", n)
+	}
+}
