@@ -227,3 +227,16 @@ func TestContractCatchesDrift(t *testing.T) {
 		})
 	}
 }
+
+// TestServedContract: GET /v1/openapi.yaml serves the embedded document, behind the token like
+// the rest of /v1.
+func TestServedContract(t *testing.T) {
+	h := newHarness(t, options{})
+	r := h.do("GET", "/v1/openapi.yaml", testToken, nil, "")
+	if r.code != http.StatusOK || r.body != string(api.OpenAPI) || r.header.Get("Content-Type") != "application/yaml" {
+		t.Fatalf("GET /v1/openapi.yaml = %d %s, %d bytes; want 200 application/yaml, the embedded document", r.code, r.header.Get("Content-Type"), len(r.body))
+	}
+	if r := h.do("GET", "/v1/openapi.yaml", "", nil, ""); r.code != http.StatusUnauthorized {
+		t.Fatalf("without a token: %d, want 401", r.code)
+	}
+}
