@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"fmt"
-	"net/http"
 	"os"
 	"testing"
 	"time"
@@ -79,7 +78,7 @@ func (h *harness) send(channel string, p simulate.Payment) response {
 
 func (h *harness) deliver(channel string, m simulate.Message) response {
 	h.t.Helper()
-	r := simulate.Send(h.t.Context(), http.DefaultClient, simulate.NotifyURL(h.url, channel), m)
+	r := simulate.Send(h.t.Context(), h.client, simulate.NotifyURL(h.url, channel), m)
 	if r.Err != nil {
 		h.t.Fatal(r.Err)
 	}
@@ -253,7 +252,7 @@ func TestDuplicateStormEveryChannel(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			replies := simulate.Storm(t.Context(), http.DefaultClient, simulate.NotifyURL(h.url, ch), m, 50, 50, nil)
+			replies := simulate.Storm(t.Context(), h.client, simulate.NotifyURL(h.url, ch), m, 50, 50, nil)
 			want := sandbox.replies[ch][payment.ReplySuccess]
 			for i, r := range replies {
 				if r.Err != nil || r.Status != want.Status || r.Body != string(want.Body) {

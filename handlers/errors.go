@@ -101,7 +101,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 	if p.Status >= 500 {
 		ev = s.log.Error()
 	}
-	ev.Err(err).Str("method", c.Request().Method).Str("path", c.Path()).Int("status", p.Status).Msg("request refused")
+	ev.Err(err).Str("request_id", requestIDOf(c)).Str("method", c.Request().Method).Str("path", c.Path()).Int("status", p.Status).Msg("request refused")
 	if p.Type == typeInFlight {
 		c.Response().Header().Set("Retry-After", strconv.Itoa(int(orders.RetryAfter.Seconds())))
 	}

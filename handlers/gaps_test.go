@@ -214,7 +214,7 @@ func TestGapsWeChatProbe(t *testing.T) {
 	}
 	m.Header.Set("Wechatpay-Signature", "WECHATPAY/SIGNTEST/"+m.Header.Get("Wechatpay-Signature"))
 	before := h.rowCounts()
-	r := simulate.Send(t.Context(), http.DefaultClient, simulate.NotifyURL(url, "wechatpay"), m)
+	r := simulate.Send(t.Context(), h.client, simulate.NotifyURL(url, "wechatpay"), m)
 	if r.Err != nil {
 		t.Fatal(r.Err)
 	}
@@ -229,7 +229,7 @@ func TestGapsWeChatProbe(t *testing.T) {
 
 	// A forged signature without the probe's mark is still a warning.
 	m.Header.Set("Wechatpay-Signature", base64.StdEncoding.EncodeToString(make([]byte, 256)))
-	if r := simulate.Send(t.Context(), http.DefaultClient, simulate.NotifyURL(url, "wechatpay"), m); r.Status != http.StatusBadRequest {
+	if r := simulate.Send(t.Context(), h.client, simulate.NotifyURL(url, "wechatpay"), m); r.Status != http.StatusBadRequest {
 		t.Fatalf("forged signature: %v", r)
 	}
 	if lines := logs.lines(t); len(lines) != 2 || lines[1]["level"] != "warn" || lines[1]["outcome"] != "REFUSED" {
@@ -251,7 +251,7 @@ func TestGapsApplyDeadlinePerChannel(t *testing.T) {
 				t.Fatal(err)
 			}
 			start := time.Now()
-			r := simulate.Send(t.Context(), http.DefaultClient, simulate.NotifyURL(url, ch), m)
+			r := simulate.Send(t.Context(), h.client, simulate.NotifyURL(url, ch), m)
 			end := time.Now()
 			wantChannelReply(t, ch, response{code: r.Status, body: r.Body}, payment.ReplySuccess)
 			// The handler starts the clock between our start and end.

@@ -58,6 +58,7 @@ func (s *Server) Echo() *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
+	e.Pre(requestID)
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
 	for _, ch := range s.channels {
@@ -73,6 +74,7 @@ func (s *Server) Echo() *echo.Echo {
 	v1.GET("/anomalies", s.listAnomalies)
 	v1.POST("/anomalies/:id/resolve", s.resolveAnomaly)
 	v1.GET("/payments/:trade_no", s.getPayment)
+	v1.GET("/openapi.yaml", s.openAPI)
 	return e
 }
 

@@ -51,6 +51,9 @@ type harness struct {
 	watcher *identity.Watcher // with options.watch
 	url     string
 	handler http.Handler // what url serves, for tests that need a server of their own
+	// client checks every request and response against api/openapi.yaml; rawClient, for
+	// deliberately malformed requests, checks the responses only.
+	client, rawClient *http.Client
 }
 
 type options struct {
@@ -69,7 +72,7 @@ type options struct {
 
 func newHarness(t *testing.T, o options) *harness {
 	t.Helper()
-	h := &harness{t: t, dsn: o.dsn}
+	h := &harness{t: t, dsn: o.dsn, client: contractClient(t, true), rawClient: contractClient(t, false)}
 	if h.dsn == "" {
 		h.dsn = testenv.NewDatabase(t)
 	}
@@ -133,10 +136,13 @@ func (h *harness) do(method, path, token string, header map[string]string, body 
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json") // as any client of the contract sends it
+	}
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := h.client.Do(req)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -183,7 +189,7 @@ func (h *harness) notifyAlipay(p simulate.AlipayPayment) response {
 
 func (h *harness) post(path string, body []byte) response {
 	h.t.Helper()
-	res, err := http.Post(h.url+path, "application/x-www-form-urlencoded", bytes.NewReader(body))
+	res, err := h.client.Post(h.url+path, "application/x-www-form-urlencoded", bytes.NewReader(body))
 	if err != nil {
 		h.t.Fatal(err)
 	}

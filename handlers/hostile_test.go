@@ -53,7 +53,7 @@ func (h *harness) sendRaw(r hostileRequest) response {
 	for k, vs := range r.header {
 		req.Header[k] = vs
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := h.rawClient.Do(req)
 	if err != nil {
 		h.t.Fatal(err)
 	}

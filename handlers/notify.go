@@ -25,10 +25,10 @@ func (s *Server) notify(ch channels.Channel) echo.HandlerFunc {
 		body, err := s.readBody(c)
 		switch {
 		case errors.Is(err, errTooLarge):
-			s.logNotification(zerolog.WarnLevel, ch, nil, "REFUSED", start, err)
+			s.logNotification(c, zerolog.WarnLevel, ch, nil, "REFUSED", start, err)
 			return writeReply(c, http.StatusRequestEntityTooLarge, ch.Reply(payment.ReplyRefuse))
 		case err != nil: // the body did not arrive whole (too slow, cut off): refused, nothing read
-			s.logNotification(zerolog.WarnLevel, ch, nil, "REFUSED", start, err)
+			s.logNotification(c, zerolog.WarnLevel, ch, nil, "REFUSED", start, err)
 			return writeReply(c, http.StatusRequestTimeout, ch.Reply(payment.ReplyRefuse))
 		}
 		ev, err := ch.Verify(body, c.Request().Header, start)
@@ -36,12 +36,12 @@ func (s *Server) notify(ch channels.Channel) echo.HandlerFunc {
 		case errors.Is(err, channels.ErrProbe):
 			// The channel testing that we verify: refused as it expects, and no sign of a key
 			// problem, so it is not a warning.
-			s.logNotification(zerolog.InfoLevel, ch, nil, "probe", start, err)
+			s.logNotification(c, zerolog.InfoLevel, ch, nil, "probe", start, err)
 			return writeReply(c, 0, ch.Reply(payment.ReplyRefuse))
 		case err != nil:
 			// Warn, not info: a wrong or rotated key refuses every real payment until someone
 			// notices, and the channel gives up after its last retry.
-			s.logNotification(zerolog.WarnLevel, ch, nil, "REFUSED", start, err)
+			s.logNotification(c, zerolog.WarnLevel, ch, nil, "REFUSED", start, err)
 			s.rememberRefusal(c.Request().Context(), ch.Name(), body, start, err)
 			return writeReply(c, 0, ch.Reply(payment.ReplyRefuse))
 		}
@@ -51,27 +51,27 @@ func (s *Server) notify(ch channels.Channel) echo.HandlerFunc {
 		defer cancel()
 		outcome, err := s.applier.Apply(ctx, ev)
 		if err != nil {
-			s.logNotification(zerolog.WarnLevel, ch, &ev, "RETRY", start, err)
+			s.logNotification(c, zerolog.WarnLevel, ch, &ev, "RETRY", start, err)
 			return writeReply(c, 0, ch.Reply(payment.ReplyRetry))
 		}
 		level := zerolog.InfoLevel
 		if outcome.IsAnomaly() || outcome == payment.OutcomeUnknownOrder {
 			level = zerolog.WarnLevel
 		}
-		s.logNotification(level, ch, &ev, string(outcome), start, nil)
+		s.logNotification(c, level, ch, &ev, string(outcome), start, nil)
 		return writeReply(c, 0, ch.Reply(outcome.Reply()))
 	}
 }
 
-// logNotification writes the one line per notification: channel, trade_no, notify id, event,
+// logNotification writes the one line per notification: request id, channel, trade_no, notify id, event,
 // outcome, latency; never a key, a token or a signature (channel errors carry none). The fields
 // go on the event alone, so a disabled level costs nothing on the hot path.
-func (s *Server) logNotification(level zerolog.Level, ch channels.Channel, ev *payment.Event, outcome string, start time.Time, err error) {
+func (s *Server) logNotification(c echo.Context, level zerolog.Level, ch channels.Channel, ev *payment.Event, outcome string, start time.Time, err error) {
 	e := s.log.WithLevel(level)
 	if e == nil {
 		return
 	}
-	e = e.Str("channel", ch.Name())
+	e = e.Str("request_id", requestIDOf(c)).Str("channel", ch.Name())
 	if ev != nil {
 		e = e.Str("trade_no", ev.TradeNo).Str("notify_id", ev.NotifyID).Str("event", string(ev.Kind))
 	}
