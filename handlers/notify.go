@@ -48,7 +48,7 @@ func (s *Server) notify(ch channels.Channel) echo.HandlerFunc {
 		case err != nil:
 			// Warn, not info: a wrong or rotated key refuses every real payment until someone
 			// notices, and the channel gives up after its last retry.
-			s.cfg.Metrics.VerifyFailure(ch.Name(), metrics.VerifyReason(err))
+			s.cfg.Metrics.VerifyFailure(ch.Name(), verifyReason(err))
 			s.countNotification(ch, metrics.OutcomeRefused, start)
 			s.logNotification(zerolog.WarnLevel, ch, nil, "REFUSED", start, err)
 			s.rememberRefusal(c.Request().Context(), ch.Name(), body, start, err)
@@ -72,6 +72,26 @@ func (s *Server) notify(ch channels.Channel) echo.HandlerFunc {
 		s.logNotification(level, ch, &ev, string(outcome), start, nil)
 		return writeReply(c, 0, ch.Reply(outcome.Reply()))
 	}
+}
+
+// verifyReason maps a channel's verification error to its paygw_verify_failures_total reason.
+// ErrProbe wraps ErrBadSignature, so it is asked first.
+func verifyReason(err error) string {
+	switch {
+	case errors.Is(err, channels.ErrProbe):
+		return metrics.ReasonProbe
+	case errors.Is(err, channels.ErrStale):
+		return metrics.ReasonStale
+	case errors.Is(err, channels.ErrBadSignature):
+		return metrics.ReasonBadSignature
+	case errors.Is(err, channels.ErrNotOurs):
+		return metrics.ReasonNotOurs
+	case errors.Is(err, channels.ErrUnsupported):
+		return metrics.ReasonUnsupported
+	case errors.Is(err, channels.ErrMalformed):
+		return metrics.ReasonMalformed
+	}
+	return metrics.ReasonOther
 }
 
 // countNotification counts a notification by its outcome: an apply outcome (a fixed set), or

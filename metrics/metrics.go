@@ -8,7 +8,6 @@ package metrics
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -17,8 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/paygw/paygw/channels"
 )
 
 // Metrics is the registry and its collectors.
@@ -177,7 +174,7 @@ const (
 	OutcomeRetry   = "RETRY"
 )
 
-// Verify-failure reasons.
+// Verify-failure reasons: a small fixed set the handlers map the channels' sentinel errors to.
 const (
 	ReasonProbe        = "probe"
 	ReasonBadSignature = "bad_signature"
@@ -189,26 +186,6 @@ const (
 	ReasonBody         = "body"  // the body did not arrive whole
 	ReasonOther        = "other" // an error of no sentinel: a channel bug worth a look
 )
-
-// VerifyReason maps a channel's verification error to its reason label. ErrProbe wraps
-// ErrBadSignature, so it is asked first.
-func VerifyReason(err error) string {
-	switch {
-	case errors.Is(err, channels.ErrProbe):
-		return ReasonProbe
-	case errors.Is(err, channels.ErrStale):
-		return ReasonStale
-	case errors.Is(err, channels.ErrBadSignature):
-		return ReasonBadSignature
-	case errors.Is(err, channels.ErrNotOurs):
-		return ReasonNotOurs
-	case errors.Is(err, channels.ErrUnsupported):
-		return ReasonUnsupported
-	case errors.Is(err, channels.ErrMalformed):
-		return ReasonMalformed
-	}
-	return ReasonOther
-}
 
 // VerifyFailure counts a refusal before verification passed; reason is a Reason* constant.
 func (m *Metrics) VerifyFailure(channel, reason string) {
