@@ -1,11 +1,14 @@
 package handlers
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/paygw/paygw/channels"
 	"github.com/paygw/paygw/metrics"
 	"github.com/paygw/paygw/simulate"
 )
@@ -120,4 +123,26 @@ func sample(t *testing.T, m *metrics.Metrics, name string, labels map[string]str
 		}
 	}
 	return -1
+}
+
+func TestVerifyReason(t *testing.T) {
+	tests := map[string]struct {
+		err  error
+		want string
+	}{
+		"probe":         {fmt.Errorf("wechatpay: %w", channels.ErrProbe), metrics.ReasonProbe},
+		"bad signature": {fmt.Errorf("%w: alipay: sign", channels.ErrBadSignature), metrics.ReasonBadSignature},
+		"malformed":     {fmt.Errorf("%w: stripe: json", channels.ErrMalformed), metrics.ReasonMalformed},
+		"not ours":      {fmt.Errorf("%w: app_id", channels.ErrNotOurs), metrics.ReasonNotOurs},
+		"unsupported":   {fmt.Errorf("%w: sign_type", channels.ErrUnsupported), metrics.ReasonUnsupported},
+		"stale":         {fmt.Errorf("%w: timestamp", channels.ErrStale), metrics.ReasonStale},
+		"no sentinel":   {errors.New("something else"), metrics.ReasonOther},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := verifyReason(tc.err); got != tc.want {
+				t.Errorf("verifyReason(%v) = %q, want %q", tc.err, got, tc.want)
+			}
+		})
+	}
 }
