@@ -17,6 +17,7 @@ build:
 
 services:
 	scripts/services.sh up
+	scripts/prometheus.sh
 
 services-down:
 	scripts/services.sh down

@@ -18,6 +18,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
+
+	"github.com/paygw/paygw/metrics"
 )
 
 var (
@@ -37,6 +39,7 @@ type Guard struct {
 	prefix string
 	ns     atomic.Pointer[namespace]
 	log    zerolog.Logger
+	met    *metrics.Metrics
 
 	now       func() time.Time
 	mu        sync.Mutex
@@ -50,6 +53,9 @@ type Options struct {
 	DB       int
 	Prefix   string
 	Timeout  time.Duration // per dial, read and write; default 300ms
+
+	// Metrics counts the guard's answers (paygw_guard_total); nil counts nothing.
+	Metrics *metrics.Metrics
 
 	// Now is the clock the skip interval is measured by; default time.Now. A test sets it to
 	// step past the interval instead of sleeping through it.
@@ -81,7 +87,7 @@ func New(o Options, log zerolog.Logger) *Guard {
 	if now == nil {
 		now = time.Now
 	}
-	g := &Guard{rdb: rdb, prefix: prefix, log: log, now: now}
+	g := &Guard{rdb: rdb, prefix: prefix, log: log, met: o.Metrics, now: now}
 	g.ns.Store(&namespace{})
 	return g
 }
@@ -134,11 +140,12 @@ type Lock struct {
 
 // Acquire takes the lock name for ttl with SET NX PX and a random owner token.
 // Returns ErrHeld if another owner has it and ErrUnavailable if Redis did not answer.
-func (g *Guard) Acquire(ctx context.Context, name string, ttl time.Duration) (*Lock, error) {
+func (g *Guard) Acquire(ctx context.Context, name string, ttl time.Duration) (l *Lock, err error) {
+	defer func() { g.count(nil, l, err) }()
 	if g.skipping() {
 		return nil, ErrUnavailable
 	}
-	l := &Lock{g: g, key: g.key("lock:", name), token: newToken()}
+	l = &Lock{g: g, key: g.key("lock:", name), token: newToken()}
 	ok, err := g.rdb.SetNX(ctx, l.key, l.token, ttl).Result()
 	if err != nil {
 		return nil, g.failed(ctx, err)
@@ -163,6 +170,7 @@ return out`)
 // one does (nothing left to do), takes the lock name for ttl. lock is nil unless taken; err is
 // ErrHeld when another owner holds the lock and ErrUnavailable when Redis did not answer.
 func (g *Guard) CheckAndAcquire(ctx context.Context, name string, ttl time.Duration, markers ...string) (found []bool, lock *Lock, err error) {
+	defer func() { g.count(found, lock, err) }()
 	if g.skipping() {
 		return nil, nil, ErrUnavailable
 	}
@@ -190,6 +198,21 @@ func (g *Guard) CheckAndAcquire(ctx context.Context, name string, ttl time.Durat
 		return found, nil, ErrHeld
 	}
 	return found, nil, nil
+}
+
+// count tells paygw_guard_total what a lock request came to.
+func (g *Guard) count(found []bool, lock *Lock, err error) {
+	switch {
+	case errors.Is(err, ErrUnavailable):
+		g.met.Guard(metrics.GuardRedisDown)
+	case errors.Is(err, ErrHeld):
+		g.met.Guard(metrics.GuardHeld)
+	case err != nil:
+	case lock != nil:
+		g.met.Guard(metrics.GuardAcquired)
+	case len(found) > 0 && found[0]:
+		g.met.Guard(metrics.GuardDoneMarker)
+	}
 }
 
 // Release deletes the lock only if it is still ours: after a TTL expiry another owner may hold

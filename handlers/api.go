@@ -85,6 +85,7 @@ func (s *Server) createOrder(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), apply.ApplyTimeout)
 	defer cancel()
 	res, err := s.orders.Create(ctx, req)
+	s.cfg.Metrics.OrderCreate(createResult(res, err))
 	if err != nil {
 		return err
 	}
@@ -96,6 +97,26 @@ func (s *Server) createOrder(c echo.Context) error {
 		contentType = "application/problem+json"
 	}
 	return c.Blob(res.Code, contentType, res.Body)
+}
+
+// createResult names a create's result for paygw_order_creates_total.
+func createResult(res orders.Result, err error) string {
+	var done *orders.Done
+	switch {
+	case errors.Is(err, orders.ErrInFlight):
+		return "in_flight"
+	case errors.Is(err, orders.ErrKeyReused):
+		return "key_reused"
+	case errors.As(err, &done):
+		return "done"
+	case err != nil:
+		return "error"
+	case res.Replayed:
+		return "replayed"
+	case res.Code >= 400:
+		return "refused" // out of stock, unknown SKU: final, stored and replayed
+	}
+	return "created"
 }
 
 // readJSON reads the body once and returns it in canonical form: one JSON value, no duplicate

@@ -15,6 +15,7 @@ import (
 
 	"github.com/paygw/paygw/channels"
 	"github.com/paygw/paygw/guard"
+	"github.com/paygw/paygw/metrics"
 	"github.com/paygw/paygw/orders"
 	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/repository"
@@ -31,6 +32,7 @@ type Config struct {
 	BodyLimitBytes int64
 	KeyHeader      string
 	Tokens         []Token
+	Metrics        *metrics.Metrics // nil counts nothing
 }
 
 // Token is one API client.
@@ -59,6 +61,7 @@ func (s *Server) Echo() *echo.Echo {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
 	e.Pre(requestID)
+	e.Use(s.cfg.Metrics.Echo())
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
 	for _, ch := range s.channels {

@@ -18,6 +18,7 @@ import (
 	"github.com/paygw/paygw/guard"
 	"github.com/paygw/paygw/identity"
 	"github.com/paygw/paygw/internal/testenv"
+	"github.com/paygw/paygw/metrics"
 	"github.com/paygw/paygw/orders"
 	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/repository"
@@ -65,6 +66,7 @@ type options struct {
 	twinWait      time.Duration
 	guardOverride *guard.Guard
 	bodyLimit     int64
+	metrics       *metrics.Metrics
 	// watch binds the guard to the database's identity as serve does: checked at start, then
 	// every watch (0: no watcher, the guard keeps its plain prefix).
 	watch time.Duration
@@ -109,7 +111,8 @@ func newHarness(t *testing.T, o options) *harness {
 	}
 	srv := New(Config{
 		BodyLimitBytes: limit, KeyHeader: "Idempotency-Key",
-		Tokens: []Token{{Name: "order-service", Secret: testenv.Secret(t, testToken)}, {Name: "other", Secret: testenv.Secret(t, otherToken)}},
+		Tokens:  []Token{{Name: "order-service", Secret: testenv.Secret(t, testToken)}, {Name: "other", Secret: testenv.Secret(t, otherToken)}},
+		Metrics: o.metrics,
 	}, h.db, h.guard, svc, h.applier, sandbox.channels, log)
 	h.handler = srv.Echo()
 	ts := httptest.NewServer(h.handler)

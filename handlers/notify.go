@@ -12,6 +12,7 @@ import (
 
 	"github.com/paygw/paygw/channels"
 	"github.com/paygw/paygw/explain"
+	"github.com/paygw/paygw/metrics"
 	"github.com/paygw/paygw/payment"
 )
 
@@ -25,9 +26,13 @@ func (s *Server) notify(ch channels.Channel) echo.HandlerFunc {
 		body, err := s.readBody(c)
 		switch {
 		case errors.Is(err, errTooLarge):
+			s.cfg.Metrics.VerifyFailure(ch.Name(), metrics.ReasonTooLarge)
+			s.countNotification(ch, metrics.OutcomeRefused, start)
 			s.logNotification(c, zerolog.WarnLevel, ch, nil, "REFUSED", start, err)
 			return writeReply(c, http.StatusRequestEntityTooLarge, ch.Reply(payment.ReplyRefuse))
 		case err != nil: // the body did not arrive whole (too slow, cut off): refused, nothing read
+			s.cfg.Metrics.VerifyFailure(ch.Name(), metrics.ReasonBody)
+			s.countNotification(ch, metrics.OutcomeRefused, start)
 			s.logNotification(c, zerolog.WarnLevel, ch, nil, "REFUSED", start, err)
 			return writeReply(c, http.StatusRequestTimeout, ch.Reply(payment.ReplyRefuse))
 		}
@@ -36,11 +41,15 @@ func (s *Server) notify(ch channels.Channel) echo.HandlerFunc {
 		case errors.Is(err, channels.ErrProbe):
 			// The channel testing that we verify: refused as it expects, and no sign of a key
 			// problem, so it is not a warning.
+			s.cfg.Metrics.VerifyFailure(ch.Name(), metrics.ReasonProbe)
+			s.countNotification(ch, metrics.OutcomeProbe, start)
 			s.logNotification(c, zerolog.InfoLevel, ch, nil, "probe", start, err)
 			return writeReply(c, 0, ch.Reply(payment.ReplyRefuse))
 		case err != nil:
 			// Warn, not info: a wrong or rotated key refuses every real payment until someone
 			// notices, and the channel gives up after its last retry.
+			s.cfg.Metrics.VerifyFailure(ch.Name(), verifyReason(err))
+			s.countNotification(ch, metrics.OutcomeRefused, start)
 			s.logNotification(c, zerolog.WarnLevel, ch, nil, "REFUSED", start, err)
 			s.rememberRefusal(c.Request().Context(), ch.Name(), body, start, err)
 			return writeReply(c, 0, ch.Reply(payment.ReplyRefuse))
@@ -51,6 +60,7 @@ func (s *Server) notify(ch channels.Channel) echo.HandlerFunc {
 		defer cancel()
 		outcome, err := s.applier.Apply(ctx, ev)
 		if err != nil {
+			s.countNotification(ch, metrics.OutcomeRetry, start)
 			s.logNotification(c, zerolog.WarnLevel, ch, &ev, "RETRY", start, err)
 			return writeReply(c, 0, ch.Reply(payment.ReplyRetry))
 		}
@@ -58,9 +68,36 @@ func (s *Server) notify(ch channels.Channel) echo.HandlerFunc {
 		if outcome.IsAnomaly() || outcome == payment.OutcomeUnknownOrder {
 			level = zerolog.WarnLevel
 		}
+		s.countNotification(ch, string(outcome), start)
 		s.logNotification(c, level, ch, &ev, string(outcome), start, nil)
 		return writeReply(c, 0, ch.Reply(outcome.Reply()))
 	}
+}
+
+// verifyReason maps a channel's verification error to its paygw_verify_failures_total reason.
+// ErrProbe wraps ErrBadSignature, so it is asked first.
+func verifyReason(err error) string {
+	switch {
+	case errors.Is(err, channels.ErrProbe):
+		return metrics.ReasonProbe
+	case errors.Is(err, channels.ErrStale):
+		return metrics.ReasonStale
+	case errors.Is(err, channels.ErrBadSignature):
+		return metrics.ReasonBadSignature
+	case errors.Is(err, channels.ErrNotOurs):
+		return metrics.ReasonNotOurs
+	case errors.Is(err, channels.ErrUnsupported):
+		return metrics.ReasonUnsupported
+	case errors.Is(err, channels.ErrMalformed):
+		return metrics.ReasonMalformed
+	}
+	return metrics.ReasonOther
+}
+
+// countNotification counts a notification by its outcome: an apply outcome (a fixed set), or
+// one of metrics' refusal and retry outcomes. Never a trade_no or any other value sent to us.
+func (s *Server) countNotification(ch channels.Channel, outcome string, start time.Time) {
+	s.cfg.Metrics.Notification(ch.Name(), outcome, s.now().Sub(start))
 }
 
 // logNotification writes the one line per notification: request id, channel, trade_no, notify id, event,

@@ -162,7 +162,18 @@ func (j *Job) RunBill(ctx context.Context, channel string, day time.Time, r bill
 	if err := b.flush(); err != nil {
 		return rep, err
 	}
-	return rep, j.db.FinishRun(ctx, runID, rep.Lines, rep.Counts[ClassBadLine], rep.Trusted, rep.Counts, j.now().UTC())
+	if err := j.db.FinishRun(ctx, runID, rep.Lines, rep.Counts[ClassBadLine], rep.Trusted, rep.Counts, j.now().UTC()); err != nil {
+		return rep, err
+	}
+	found := make(map[string]int, len(rep.Counts))
+	for class, n := range rep.Counts {
+		if class != ClassMatched && class != ClassRefundMatched {
+			found[class] = n
+		}
+	}
+	j.Metrics.BillDiscrepancies(channel, found)
+	j.Metrics.ReconcileSucceeded(JobBill, j.now())
+	return rep, nil
 }
 
 // billRun is one run's state while it classifies.

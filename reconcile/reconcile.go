@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paygw/paygw/channels"
+	"github.com/paygw/paygw/metrics"
 	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/repository"
 )
@@ -48,6 +49,9 @@ type Job struct {
 	cfg      Config
 	log      zerolog.Logger
 	now      func() time.Time
+
+	// Metrics counts queries, discrepancies and completed runs; nil counts nothing. Set before use.
+	Metrics *metrics.Metrics
 }
 
 // New builds the job over the queriers of the channels that can query.
@@ -181,6 +185,7 @@ type result struct {
 func (j *Job) ask(ctx context.Context, q Querier, a repository.DueAttempt, dryRun bool) result {
 	var r result
 	r.answer, r.err = q.QueryTrade(ctx, channels.TradeQuery{TradeNo: a.TradeNo, ChannelRef: a.ChannelRef, OrderTime: a.OrderTime})
+	j.Metrics.ReconcileQuery(a.Channel, r.answerText())
 	if r.err != nil {
 		j.log.Warn().Err(r.err).Str("channel", a.Channel).Str("trade_no", a.TradeNo).Msg("trade query")
 	}
@@ -272,6 +277,12 @@ func backoff(n int) time.Duration {
 	return time.Hour
 }
 
+// The job label of paygw_reconcile_last_success_timestamp_seconds.
+const (
+	JobQuery = "query"
+	JobBill  = "bill"
+)
+
 // LeaseName is the job_lease row that lets one replica at a time run the query.
 const LeaseName = "reconcile_query"
 
@@ -296,6 +307,9 @@ func (j *Job) Serve(ctx context.Context, every time.Duration, holder string) {
 		if err != nil && ctx.Err() == nil {
 			j.log.Warn().Err(err).Msg("reconcile query run")
 			continue
+		}
+		if err == nil {
+			j.Metrics.ReconcileSucceeded(JobQuery, j.now())
 		}
 		if sum.Asked > 0 {
 			j.log.Info().Int("asked", sum.Asked).Int("paid", sum.Paid).Int("refunded", sum.Refunded).Int("closed", sum.Closed).

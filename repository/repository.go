@@ -15,6 +15,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/pressly/goose/v3"
 
+	"github.com/paygw/paygw/metrics"
 	"github.com/paygw/paygw/payment"
 	migrations "github.com/paygw/paygw/sql"
 )
@@ -27,6 +28,9 @@ var ErrFenced = errors.New("fenced: the row changed under us")
 // DB is the MySQL handle. Every timestamp it writes and reads is UTC.
 type DB struct {
 	x *sqlx.DB
+
+	// Metrics times transactions and counts their retries; nil counts nothing. Set before use.
+	Metrics *metrics.Metrics
 }
 
 // Session settings Open gives every connection.
@@ -153,12 +157,16 @@ const maxTxAttempts = 4
 // InTx runs fn in one transaction and commits it. Deadlocks (1213) and lock-wait timeouts (1205)
 // roll back and run fn again a few times; fn must therefore only touch the database through tx.
 func (db *DB) InTx(ctx context.Context, fn func(tx *Tx) error) error {
+	start := time.Now()
+	defer func() { db.Metrics.TxDone(time.Since(start)) }()
 	var err error
 	for attempt := 1; ; attempt++ {
 		err = db.tryTx(ctx, fn)
-		if err == nil || !isTransient(err) || attempt == maxTxAttempts {
+		reason := transientReason(err)
+		if reason == "" || attempt == maxTxAttempts {
 			return err
 		}
+		db.Metrics.TxRetry(reason)
 		select {
 		case <-ctx.Done():
 			return errors.Join(err, ctx.Err())
@@ -180,9 +188,19 @@ func (db *DB) tryTx(ctx context.Context, fn func(tx *Tx) error) error {
 	return x.Commit()
 }
 
-func isTransient(err error) bool {
+// transientReason names the retry an error calls for: a deadlock (1213) or a lock-wait timeout
+// (1205); "" for any other error, nil included.
+func transientReason(err error) string {
 	var me *mysql.MySQLError
-	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205)
+	switch {
+	case !errors.As(err, &me):
+		return ""
+	case me.Number == 1213:
+		return metrics.RetryDeadlock
+	case me.Number == 1205:
+		return metrics.RetryLockWait
+	}
+	return ""
 }
 
 // conflict turns a duplicate-key error (1062) into payment.ErrConflict.

@@ -28,6 +28,7 @@ import (
 	"github.com/paygw/paygw/guard"
 	"github.com/paygw/paygw/handlers"
 	"github.com/paygw/paygw/identity"
+	"github.com/paygw/paygw/metrics"
 	"github.com/paygw/paygw/orders"
 	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/reconcile"
@@ -224,12 +225,17 @@ func migrate(ctx context.Context, cfg *config.Config, status bool, stdout io.Wri
 func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	log.Info().Str("version", buildVersion()).RawJSON("config", []byte(cfg.Masked())).Msg("starting")
 
+	// Metrics: one registry, handed to every package that counts, served on the admin listener.
+	met := metrics.New(buildVersion())
+
 	// Storage.
 	db, err := repository.Open(ctx, cfg.MySQL.DSN, cfg.MySQL.MaxOpenConns)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	db.Metrics = met
+	met.Up("mysql", db.Ping)
 	if list, err := db.MigrationStatus(ctx); err == nil {
 		for _, m := range list {
 			if m.State != "applied" {
@@ -239,8 +245,9 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 		}
 	}
 	redis.SetLogger(guard.LibraryLogger(log))
-	g := guard.New(guard.Options{Addr: cfg.Redis.Addr, Password: cfg.Redis.Password, DB: cfg.Redis.DB}, log)
+	g := guard.New(guard.Options{Addr: cfg.Redis.Addr, Password: cfg.Redis.Password, DB: cfg.Redis.DB, Metrics: met}, log)
 	defer g.Close()
+	met.Up("redis", g.Ping)
 	if err := g.Ping(ctx); err != nil {
 		log.Warn().Str("redis", cfg.Redis.Addr).Msg("redis unavailable at start: serving with MySQL alone until it answers")
 	}
@@ -280,7 +287,7 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 		tokens[i] = handlers.Token{Name: t.Name, Secret: t.Token}
 	}
 	srv := handlers.New(handlers.Config{
-		BodyLimitBytes: cfg.HTTP.BodyLimitBytes, KeyHeader: cfg.Idempotency.KeyHeader, Tokens: tokens,
+		BodyLimitBytes: cfg.HTTP.BodyLimitBytes, KeyHeader: cfg.Idempotency.KeyHeader, Tokens: tokens, Metrics: met,
 	}, db, g, svc, applier, chs, log)
 
 	// The reconciliation job: one replica at a time (a lease) asks the channels about orders
@@ -292,7 +299,9 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	if cfg.Reconcile.QueryInterval > 0 && len(qs) > 0 {
 		host, _ := os.Hostname()
 		holder := fmt.Sprintf("%s:%d", host, os.Getpid())
-		go reconcile.New(db, applier, qs, reconcileConfig(cfg), log).Serve(ctx, cfg.Reconcile.QueryInterval, holder)
+		job := reconcile.New(db, applier, qs, reconcileConfig(cfg), log)
+		job.Metrics = met
+		go job.Serve(ctx, cfg.Reconcile.QueryInterval, holder)
 	}
 	// Yesterday's bills at reconcile.bill_at, one replica at a time (a lease of their own).
 	bds, err := billDownloaders(cfg, chs, log)
@@ -301,7 +310,7 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	}
 	if len(bds) > 0 {
 		host, _ := os.Hostname()
-		go serveDailyBills(ctx, cfg, db, applier, bds, fmt.Sprintf("%s:%d", host, os.Getpid()), log)
+		go serveDailyBills(ctx, cfg, db, applier, bds, fmt.Sprintf("%s:%d", host, os.Getpid()), met, log)
 	}
 
 	// WeChat Pay in certificate mode follows the platform-certificate rotation: a download now and
@@ -328,20 +337,20 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	}
 
 	// The sweeper: processing records older than the timeout become failed, so a retry can run.
-	go sweepEvery(ctx, time.Minute, db, cfg.Idempotency.ProcessingTimeout(), log)
+	go sweepEvery(ctx, time.Minute, db, cfg.Idempotency.ProcessingTimeout(), met, log)
 	// Retention: once a day, one replica deletes what is past idempotency.retention and
 	// journal.retention.
-	go servePurge(ctx, cfg, db, holderName(), purgeCheckEvery, nil, log)
+	go servePurge(ctx, cfg, db, holderName(), purgeCheckEvery, met.Purged, log)
 
 	// HTTP.
 	hs := handlers.NewHTTPServer(cfg.HTTP.Addr, srv.Echo(), handlers.DefaultTimeouts())
 	errc := make(chan error, 2)
 	go func() { errc <- hs.ListenAndServe() }()
 	if cfg.Admin.Addr != "" {
-		admin := &http.Server{Addr: cfg.Admin.Addr, Handler: adminMux(), ReadHeaderTimeout: 5 * time.Second}
+		admin := &http.Server{Addr: cfg.Admin.Addr, Handler: adminMux(met), ReadHeaderTimeout: 5 * time.Second}
 		go func() { errc <- fmt.Errorf("admin listener: %w", admin.ListenAndServe()) }()
 		defer admin.Close()
-		log.Info().Str("addr", cfg.Admin.Addr).Msg("admin listener: /debug/pprof")
+		log.Info().Str("addr", cfg.Admin.Addr).Msg("admin listener: /metrics, /debug/pprof")
 	}
 	log.Info().Str("addr", cfg.HTTP.Addr).Msg("serving")
 	select {
@@ -359,9 +368,11 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	return nil
 }
 
-// adminMux serves the profiler on its own listener, never on the one channels reach.
-func adminMux() *http.ServeMux {
+// adminMux serves the metrics and the profiler on their own listener, never on the one channels
+// reach.
+func adminMux(met *metrics.Metrics) *http.ServeMux {
 	mux := http.NewServeMux()
+	mux.Handle("/metrics", met.Handler())
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
@@ -370,7 +381,7 @@ func adminMux() *http.ServeMux {
 	return mux
 }
 
-func sweepEvery(ctx context.Context, every time.Duration, db *repository.DB, timeout time.Duration, log zerolog.Logger) {
+func sweepEvery(ctx context.Context, every time.Duration, db *repository.DB, timeout time.Duration, met *metrics.Metrics, log zerolog.Logger) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -382,6 +393,7 @@ func sweepEvery(ctx context.Context, every time.Duration, db *repository.DB, tim
 			if err != nil {
 				log.Warn().Err(err).Msg("sweep failed; next pass in a minute")
 			} else if n > 0 {
+				met.SweeperFailed(n)
 				log.Warn().Int64("failed", n).Dur("older_than", timeout).Msg("swept stale processing records")
 			}
 		}

@@ -27,6 +27,7 @@ import (
 	"github.com/paygw/paygw/config"
 	"github.com/paygw/paygw/guard"
 	"github.com/paygw/paygw/identity"
+	"github.com/paygw/paygw/metrics"
 	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/reconcile"
 	"github.com/paygw/paygw/repository"
@@ -360,10 +361,11 @@ const billLeaseTTL = time.Hour
 // looks every billCheckEvery, and at start: a day whose run exists and finished is done; any
 // other (none yet, or one that failed half-way) is run, and a failure is logged and tried again
 // at the next look.
-func serveDailyBills(ctx context.Context, cfg *config.Config, db *repository.DB, applier reconcile.Applier, ds []channels.BillDownloader, holder string, log zerolog.Logger) {
+func serveDailyBills(ctx context.Context, cfg *config.Config, db *repository.DB, applier reconcile.Applier, ds []channels.BillDownloader, holder string, met *metrics.Metrics, log zerolog.Logger) {
 	hour, minute, _ := cfg.Reconcile.BillAtClock() // validated
 	stripeDay, _ := time.LoadLocation(cfg.Reconcile.StripeTimezone)
 	job := reconcile.New(db, applier, nil, reconcileConfig(cfg), log)
+	job.Metrics = met
 	t := time.NewTicker(billCheckEvery)
 	defer t.Stop()
 	for {

@@ -1,0 +1,261 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paygw/paygw/internal/testenv"
+	"github.com/paygw/paygw/simulate"
+)
+
+// A real Prometheus scrapes a running paygw's admin port while the test sends notifications of
+// each outcome; its query API must then answer exactly what was sent.
+func TestPrometheusScrapesWhatWasSent(t *testing.T) {
+	prom := prometheusBinary(t)
+
+	// The gateway, with channels trusting `paygw simulate keys`.
+	keys := t.TempDir()
+	if r := runPaygw(t, nil, "simulate", "keys", "--out", keys); r.code != 0 {
+		t.Fatalf("paygw simulate keys: %d\n%s", r.code, r.stderr)
+	}
+	channelsYAML, err := os.ReadFile(filepath.Join(keys, "channels.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No fake channel server runs: outbound calls go to a port nothing listens on.
+	extra := strings.ReplaceAll(string(channelsYAML), simulate.FakeAddr, "127.0.0.1:1")
+	addr, admin := freeAddr(t), freeAddr(t)
+	extra += fmt.Sprintf("admin:\n  addr: %q\n", admin)
+	token := newToken(t)
+	s := startServer(t, writeConfig(t, settings{addr: addr, dsn: testenv.NewDatabase(t), token: token, extra: extra}), addr)
+
+	// /metrics is the admin listener's alone.
+	if r := s.do("GET", "/metrics", "", nil, ""); r.code != http.StatusNotFound {
+		t.Errorf("GET /metrics on the public listener: %d, want 404", r.code)
+	}
+
+	// Prometheus, scraping the admin port every second.
+	promAddr := startPrometheus(t, prom, admin)
+
+	// Two orders, then one notification of each outcome.
+	if r := s.do("PUT", "/v1/stock/M-1", token, nil, `{"num":10,"price_fen":1999}`); r.code != http.StatusOK {
+		t.Fatalf("PUT /v1/stock/M-1: %d %s", r.code, r.body)
+	}
+	createOrder := func(key string) (tradeNo string, amount int64) {
+		r := s.do("POST", "/v1/orders", token, map[string]string{"Idempotency-Key": key}, `{"user_id":7,"sku":"M-1","num":1}`)
+		if r.code != http.StatusCreated {
+			t.Fatalf("POST /v1/orders: %d %s", r.code, r.body)
+		}
+		var o struct {
+			TradeNo   string `json:"trade_no"`
+			AmountFen int64  `json:"amount_fen"`
+		}
+		if err := json.Unmarshal([]byte(r.body), &o); err != nil {
+			t.Fatal(err)
+		}
+		return o.TradeNo, o.AmountFen
+	}
+	paid, amount := createOrder("metrics-1")
+	mismatched, _ := createOrder("metrics-2")
+
+	signers, err := simulate.LoadSigners(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherKeys := t.TempDir()
+	if _, err := simulate.WriteKeys(otherKeys, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	strangers, err := simulate.LoadSigners(otherKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Timeout: 10 * time.Second}
+	notifyURL := simulate.NotifyURL(s.url, "alipay")
+	send := func(signer simulate.Signer, p simulate.Payment, wantStatus int) {
+		t.Helper()
+		m, err := signer.Sign(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := simulate.Send(t.Context(), client, notifyURL, m)
+		if r.Err != nil || r.Status != wantStatus {
+			t.Fatalf("notify %s %+v: %v, want %d\n%s", signer.Channel(), p, r, wantStatus, s.out)
+		}
+	}
+	send(signers["alipay"], simulate.Payment{TradeNo: paid, AmountFen: amount}, 200)                    // APPLIED
+	send(signers["alipay"], simulate.Payment{TradeNo: paid, AmountFen: amount}, 200)                    // REPEAT
+	send(strangers["alipay"], simulate.Payment{TradeNo: paid, AmountFen: amount}, 400)                  // refused: bad signature
+	send(signers["alipay"], simulate.Payment{TradeNo: "NOSUCHORDER0000000001", AmountFen: amount}, 503) // unknown order: retry
+	send(signers["alipay"], simulate.Payment{TradeNo: mismatched, AmountFen: amount + 1}, 200)          // AMOUNT_MISMATCH
+
+	want := map[string]map[string]string{
+		`sum by (outcome) (paygw_notifications_total{channel="alipay"})`: {
+			"APPLIED": "1", "REPEAT": "1", "REFUSED": "1", "UNKNOWN_ORDER": "1", "AMOUNT_MISMATCH": "1",
+		},
+		`sum by (reason) (paygw_verify_failures_total{channel="alipay"})`:         {"bad_signature": "1"},
+		`sum by (code) (paygw_http_requests_total{route="/notify/alipay"})`:       {"200": "3", "400": "1", "503": "1"},
+		`sum by (route) (paygw_http_requests_total{route=~"/v1/.*"})`:             {"/v1/orders": "2", "/v1/stock/:sku": "1"},
+		`sum by (result) (paygw_order_creates_total)`:                             {"created": "2"},
+		`sum(paygw_notification_duration_seconds_count{channel="alipay"})`:        {"": "5"},
+		`sum by (result) (paygw_guard_total{result=~"acquired|done_marker"}) > 0`: {"acquired": "5"},
+		`paygw_mysql_up`:                        {"": "1"},
+		`paygw_redis_up`:                        {"": "1"},
+		`count by (version) (paygw_build_info)`: nil, // any one version, checked below
+		`sum(paygw_idempotent_replays_total) + sum(paygw_sweeper_failed_records_total)`: {"": "0"},
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for query, w := range want {
+		for {
+			got, err := promQuery(t.Context(), promAddr, query)
+			if err == nil && (w == nil && len(got) == 1 || w != nil && reflect.DeepEqual(got, w)) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("Prometheus: %s = %v (err %v), want %v\npaygw:\n%s", query, got, err, w, s.out)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	if strings.Contains(s.out.String(), token) {
+		t.Error("paygw logged the API token")
+	}
+}
+
+// prometheusBinary finds prometheus, installing it with scripts/prometheus.sh if missing. The
+// test fails, never skips, without it: make test must prove the scrape.
+func prometheusBinary(t *testing.T) string {
+	t.Helper()
+	if p, err := exec.LookPath("prometheus"); err == nil {
+		return p
+	}
+	script, err := filepath.Abs("../../scripts/prometheus.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(script).CombinedOutput()
+	if err != nil {
+		t.Fatalf("prometheus is not installed and %s failed: %v\n%s", script, err, out)
+	}
+	p, err := exec.LookPath("prometheus")
+	if err != nil {
+		t.Fatalf("prometheus still not on PATH after %s:\n%s", script, out)
+	}
+	return p
+}
+
+// startPrometheus runs prometheus scraping target every second, with its data in a temporary
+// directory, and waits (at most 30 s) for it to be ready. It returns its listen address.
+func startPrometheus(t *testing.T, bin, target string) string {
+	t.Helper()
+	dir := t.TempDir()
+	config := fmt.Sprintf(`global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+scrape_configs:
+  - job_name: paygw
+    static_configs:
+      - targets: [%q]
+`, target)
+	cfgPath := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(cfgPath, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	out := &lockedBuffer{}
+	cmd := exec.Command(bin, "--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+addr)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", bin, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(done)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		select {
+		case <-done:
+			t.Fatalf("prometheus exited before it was ready:\n%s", out)
+		default:
+		}
+		res, err := http.Get("http://" + addr + "/-/ready")
+		if err == nil {
+			_, _ = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return addr
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("prometheus not ready within 30s (last error %v):\n%s", err, out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// promQuery runs an instant query and returns each series' value keyed by its labels' values
+// (joined with ","; "" for a series without labels).
+func promQuery(ctx context.Context, addr, query string) (map[string]string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/api/v1/query?query="+url.QueryEscape(query), nil)
+	if err != nil {
+		return nil, err
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	var body struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+		Data   struct {
+			ResultType string `json:"resultType"`
+			Result     []struct {
+				Metric map[string]string `json:"metric"`
+				Value  [2]any            `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&body); err != nil {
+		return nil, err
+	}
+	if body.Status != "success" {
+		return nil, fmt.Errorf("query %s: %s", query, body.Error)
+	}
+	got := map[string]string{}
+	for _, r := range body.Data.Result {
+		var names []string
+		for k := range r.Metric {
+			if k != "__name__" && k != "job" && k != "instance" {
+				names = append(names, k)
+			}
+		}
+		sort.Strings(names)
+		vals := make([]string, len(names))
+		for i, n := range names {
+			vals[i] = r.Metric[n]
+		}
+		v, _ := r.Value[1].(string)
+		got[strings.Join(vals, ",")] = v
+	}
+	return got, nil
+}
