@@ -17,7 +17,6 @@ build:
 
 services:
 	scripts/services.sh up
-	scripts/prometheus.sh
 
 services-down:
 	scripts/services.sh down
@@ -29,6 +28,7 @@ test: export PAYGW_TEST_REDIS_ADDR = 127.0.0.1:$(REDIS_PORT)
 test: export PAYGW_TEST_SECRETS_FILE = $(CURDIR)/.test.secrets
 test: services
 	rm -f .test.secrets .test.log
+	scripts/prometheus.sh
 	scripts/promtool.sh
 	go test -race -count=1 -timeout 8m -v ./... 2>&1 | tee .test.log | grep -E '^(ok|FAIL|--- FAIL|panic:|\?)'; \
 	  status=$${PIPESTATUS[0]}; \
