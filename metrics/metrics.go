@@ -130,6 +130,33 @@ func New(version string) *Metrics {
 	return m
 }
 
+// Answers and classes a channel's reconciliation series start with (see Channels).
+var (
+	reconcileAnswers = []string{"PAID", "PAID_REFUNDED", "CLOSED", "NOT_PAID", "FAILED", "UNVERIFIED"}
+	billClasses      = []string{"CHANNEL_ONLY", "STATUS_MISMATCH", "AMOUNT_MISMATCH", "UNKNOWN_ORDER", "LOCAL_ONLY", "PENDING",
+		"REFUND_CHANNEL_ONLY", "REFUND_AMOUNT_MISMATCH", "SUMMARY_MISMATCH", "BAD_LINE"}
+)
+
+// Channels starts the reconciliation series of the channels the job asks at zero, and both
+// jobs' last success at 0 ("not since start"), so dashboards and alerts see them before the
+// first run: a series that does not exist yet reads as no data, not as zero.
+func (m *Metrics) Channels(names []string) {
+	if m == nil {
+		return
+	}
+	for _, ch := range names {
+		for _, a := range reconcileAnswers {
+			m.reconcileQueries.WithLabelValues(ch, a)
+		}
+		for _, c := range billClasses {
+			m.discrepancies.WithLabelValues(ch, c)
+		}
+	}
+	for _, job := range []string{"query", "bill"} {
+		m.reconcileSuccess.WithLabelValues(job)
+	}
+}
+
 // Handler serves the registry in the Prometheus exposition format: for the admin listener only.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})

@@ -296,6 +296,11 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
+	askable := make([]string, len(qs))
+	for i, q := range qs {
+		askable[i] = q.Name()
+	}
+	met.Channels(askable)
 	if cfg.Reconcile.QueryInterval > 0 && len(qs) > 0 {
 		host, _ := os.Hostname()
 		holder := fmt.Sprintf("%s:%d", host, os.Getpid())

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paygw/paygw/internal/dashboard"
+
 	"github.com/paygw/paygw/internal/testenv"
 	"github.com/paygw/paygw/simulate"
 )
@@ -125,6 +127,22 @@ func TestPrometheusScrapesWhatWasSent(t *testing.T) {
 			}
 			if time.Now().After(deadline) {
 				t.Fatalf("Prometheus: %s = %v (err %v), want %v\npaygw:\n%s", query, got, err, w, s.out)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	// Every dashboard panel's query parses and returns data from this Prometheus, the Grafana
+	// variables replaced by ranges the test's minute of data covers.
+	vars := strings.NewReplacer(dashboard.RateInterval, "1m", "$__range", "1h")
+	for _, panel := range dashboard.Queries() {
+		query := vars.Replace(panel)
+		for {
+			got, err := promQuery(t.Context(), promAddr, query)
+			if err == nil && len(got) > 0 {
+				break
+			}
+			if time.Now().After(deadline.Add(10 * time.Second)) {
+				t.Fatalf("dashboard panel %s: %v (err %v), want data", query, got, err)
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
