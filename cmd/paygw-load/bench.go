@@ -13,12 +13,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/paygw/paygw/channels"
 	"github.com/paygw/paygw/payment"
+	"github.com/paygw/paygw/repository"
 	"github.com/paygw/paygw/simulate"
 )
 
@@ -43,6 +46,7 @@ type bench struct {
 	results    map[string]result
 	order      []string
 	profiles   map[string]string // scenario -> top of its CPU profile
+	purgedRows int64             // rows the purge deleted during purge_on
 	background float64
 	growthGen  time.Duration
 }
@@ -135,6 +139,7 @@ func (b *bench) run(ctx context.Context) error {
 		{"warm", benchDB, 300}, {"unique", benchDB, n(10000)}, {"raw", benchDB, n(10000)},
 		{"mixed", benchDB, n(10000) / 8}, {"down", benchDB, n(5000)}, {"empty", benchDB, n(8000)},
 		{"gwarm", growthDB, 300}, {"growth", growthDB, n(8000)},
+		{"purgeoff", growthDB, n(4000)}, {"purgeon", growthDB, n(4000)},
 	}
 	var all []order
 	for _, s := range sizes {
@@ -234,6 +239,36 @@ func (b *bench) run(ctx context.Context) error {
 	); err != nil {
 		return err
 	}
+	// Retention: unique payments while the purge deletes the growth table's rows (all 30 days
+	// old, past the default retention) in its batches, against the same without a purge.
+	var purged atomic.Int64
+	if err := b.interleave(ctx, rounds,
+		step{name: "purge_off", fn: func(r int) result { return cl.run(ctx, growthURL, chunk(sets["purgeoff"].msgs, r, rounds)) }},
+		step{name: "purge_on", fn: func(r int) result {
+			pctx, stop := context.WithCancel(ctx)
+			done, deleting := make(chan struct{}), make(chan struct{})
+			go func() {
+				defer close(done)
+				n, err := purgeWhile(pctx, b.admin.dsn(growthDB), deleting)
+				purged.Add(n)
+				if err != nil && pctx.Err() == nil {
+					b.logf("purge: %v", err)
+				}
+			}()
+			select { // the payments start once the purge is deleting
+			case <-deleting:
+			case <-done:
+			}
+			res := cl.run(ctx, growthURL, chunk(sets["purgeon"].msgs, r, rounds))
+			stop()
+			<-done
+			return res
+		}},
+	); err != nil {
+		return err
+	}
+	b.purgedRows = purged.Load()
+	b.logf("the purge deleted %d rows while unique payments ran", b.purgedRows)
 	b.gwGrowth.stop()
 
 	// Redis stopped: unique payments through MySQL alone, and repeats of payments this process
@@ -440,6 +475,12 @@ redis:
   addr: %q
 admin:
   addr: "127.0.0.1:%d"
+# The growth table's rows are 30 days old: the gateway's own daily purge must leave them to the
+# purge scenario, which runs the purge itself while it measures.
+idempotency:
+  retention: 87600h
+reconcile:
+  query_interval: 0s
 `, httpPort, b.admin.dsn(db), b.opts.concurrency, b.redis.addr(), adminPort) + string(channelsYAML)
 	path := filepath.Join(b.work, "paygw-"+name+".yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil { // #nosec G703 -- a config in the bench's own temporary work directory
@@ -469,6 +510,12 @@ func (b *bench) report() error {
 			return 0
 		}
 		return r[a].RPS / r[c].RPS
+	}
+	p99ratio := func(a, c string) float64 {
+		if r[c].P99 == 0 {
+			return 0
+		}
+		return r[a].P99 / r[c].P99
 	}
 	out := map[string]any{
 		"timestamp":                  time.Now().UTC().Format(time.RFC3339),
@@ -510,6 +557,8 @@ func (b *bench) report() error {
 		{"sql_per_repeat_redis_down", r["repeat_redis_down"].SQLMin, "<= 1", r["repeat_redis_down"].SQLMin <= 1.01},
 		{"sql_per_unique_redis_down", r["unique_redis_down"].SQLMin, "", true},
 		{"growth_over_empty", ratio("growth_unique", "unique_empty"), ">= 0.90", ratio("growth_unique", "unique_empty") >= 0.90},
+		{"p99_during_purge_over_without", p99ratio("purge_on", "purge_off"), "(no long locks)", true},
+		{"purged_rows_during", float64(b.purgedRows), "", b.purgedRows > 0},
 	}
 	for _, f := range figures {
 		out[f.key] = round(f.value, 3)
@@ -550,4 +599,22 @@ func (b *bench) report() error {
 	}
 	fmt.Fprintf(w, "\nwrote %s\n", path)
 	return nil
+}
+
+// purgeWhile runs the retention purge (the repository's own, as paygw purge does it) on the
+// database until it has nothing left or ctx ends, and returns the rows it deleted; deleting is
+// closed after its first batch.
+func purgeWhile(ctx context.Context, dsn string, deleting chan<- struct{}) (int64, error) {
+	db, err := repository.Open(ctx, dsn, 2)
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	var n atomic.Int64
+	var once sync.Once
+	_, err = db.PurgeRecords(ctx, 168*time.Hour, func(rows int64) {
+		n.Add(rows)
+		once.Do(func() { close(deleting) })
+	})
+	return n.Load(), err
 }

@@ -157,7 +157,7 @@ func (a *admin) growRecords(ctx context.Context, db string, n int64, progress fu
 			(idem_key, biz_type, scope, request_hash, status, result_json, response_code, create_time, update_time)
 			SELECT CONCAT('2026', LPAD(LOWER(HEX(seq * ?)), 16, '0'), '00000000'), 'pay_notify', 'alipay',
 			       SHA2(seq, 256), 1, CONCAT('{"outcome":"APPLIED","trade_no":"G', seq, '"}'), 200,
-			       NOW(3), NOW(3)
+			       NOW(3) - INTERVAL 30 DAY, NOW(3) - INTERVAL 30 DAY
 			FROM %s.seq_%d_to_%d`, db, db, from, to) // #nosec G201 -- identifiers only (a constant database name, integer bounds); the value is bound
 		if _, err := a.db.ExecContext(ctx, q, step); err != nil {
 			return fmt.Errorf("grow idempotent_record: %w", err)
