@@ -243,8 +243,11 @@ func TestBillDownloadRoundTrip(t *testing.T) {
 			if sum.Mismatch != "" {
 				t.Errorf("the bill disagrees with its own summary: %s", sum.Mismatch)
 			}
-			if b.Close() != nil || b.Close() != nil {
-				t.Error("Close")
+			if err := b.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+			if err := b.Close(); err != nil { // closing twice is harmless
+				t.Errorf("second Close: %v", err)
 			}
 		})
 	}
