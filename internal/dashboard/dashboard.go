@@ -304,7 +304,7 @@ func Build() ([]byte, error) {
 }
 
 func build(p panel, id uint32, ds common.DataSourceRef) cog.Builder[dashboard.Panel] {
-	refID := func(i int) string { return string(rune('A' + i)) }
+	refID := func(i int) string { return string("ABCDEFGHIJKLMNOPQRSTUVWXYZ"[i]) } // a panel has a few queries
 	switch p.kind {
 	case statPanel:
 		sp := stat.NewPanelBuilder().Id(id).Title(p.title).Description(p.description).Datasource(ds).
