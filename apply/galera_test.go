@@ -141,17 +141,17 @@ func TestGaleraTwinsOnTwoNodes(t *testing.T) {
 	}
 
 	for node, dsn := range dsns {
-		const sync = "SET STATEMENT wsrep_sync_wait=1 FOR "
-		if n := testenv.Count(t, dsn, sync+"SELECT COUNT(*) FROM orders WHERE status = 'PAID'"); n != events {
+		const causal = "SET STATEMENT wsrep_sync_wait=1 FOR "
+		if n := testenv.Count(t, dsn, causal+"SELECT COUNT(*) FROM orders WHERE status = 'PAID'"); n != events {
 			t.Errorf("node %d: %d PAID orders, want %d", node+1, n, events)
 		}
-		if n := testenv.Count(t, dsn, sync+"SELECT COUNT(*) FROM idempotent_record WHERE biz_type = ?", repository.BizPayNotify); n != events {
+		if n := testenv.Count(t, dsn, causal+"SELECT COUNT(*) FROM idempotent_record WHERE biz_type = ?", repository.BizPayNotify); n != events {
 			t.Errorf("node %d: %d payment records, want %d (one per event)", node+1, n, events)
 		}
-		if n := testenv.Count(t, dsn, sync+"SELECT COUNT(*) FROM idempotent_record WHERE status <> ?", repository.StatusSuccess); n != 0 {
+		if n := testenv.Count(t, dsn, causal+"SELECT COUNT(*) FROM idempotent_record WHERE status <> ?", repository.StatusSuccess); n != 0 {
 			t.Errorf("node %d: %d records not successful", node+1, n)
 		}
-		if n := testenv.Count(t, dsn, sync+"SELECT COUNT(*) FROM notify_journal"); n != events {
+		if n := testenv.Count(t, dsn, causal+"SELECT COUNT(*) FROM notify_journal"); n != events {
 			t.Errorf("node %d: %d journal rows, want %d", node+1, n, events)
 		}
 	}

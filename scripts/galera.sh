@@ -10,6 +10,7 @@
 # Node i listens for SQL on 127.0.0.1:$((GALERA_PORT+i-1)) (default 3311..3313), for group
 # communication on 4571..4573, IST on 4581..4583 and rsync SST on 4591..4593. Root logs in over
 # TCP without a password, like scripts/services.sh. State lives in <repo>/.galera/ (git-ignored).
+# A cluster that already answers on those ports (started elsewhere) is used as is, never stopped.
 #
 # The nodes run as user mysql with datadirs it owns: the rsync SST daemon drops to nobody and
 # cannot read a root-owned datadir. A node that was killed is first run with --wsrep-recover and
@@ -249,9 +250,22 @@ check_node() { # i
 
 # ---------------------------------------------------------------- commands
 
+# Every node answers root over TCP, Synced, in a cluster of all of them.
+cluster_answers() {
+  local j
+  for ((j = 1; j <= NODES; j++)); do
+    [ "$(wsrep_status "$j" wsrep_local_state_comment)" = Synced ] || return 1
+    [ "$(wsrep_status "$j" wsrep_cluster_size)" = "$NODES" ] || return 1
+  done
+}
+
 cmd_up() {
   ensure_installed
   local i
+  if ! any_running && command -v mariadb >/dev/null 2>&1 && cluster_answers; then
+    log "a cluster not started here already answers on $HOST:$(node_port 1)..$(node_port "$NODES"); using it"
+    return 0
+  fi
   for ((i = 1; i <= NODES; i++)); do write_cnf "$i"; done
   if ! any_running; then
     [ -d "$(node_data 1)/mysql" ] || init_datadir 1
