@@ -78,7 +78,7 @@ func TestGaleraTwinsOnTwoNodes(t *testing.T) {
 		apply.New(dbs[1], testenv.DeadGuard(t), 5*time.Second, testenv.Logger(t)),
 	}
 
-	const events = 50
+	const events = 100
 	trades := make([]string, events)
 	for i := range trades {
 		trades[i] = "G" + testenv.Random(8)
