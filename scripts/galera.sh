@@ -12,7 +12,7 @@
 # TCP without a password, like scripts/services.sh. State lives in <repo>/.galera/ (git-ignored).
 # A cluster that already answers on those ports (started elsewhere) is used as is, never stopped.
 #
-# The nodes run as user mysql with datadirs it owns: the rsync SST daemon drops to nobody and
+# As root, the nodes run as user mysql with datadirs it owns: the rsync SST daemon drops to nobody and
 # cannot read a root-owned datadir. A node that was killed is first run with --wsrep-recover and
 # then started with --wsrep-start-position, so it rejoins by IST instead of a full SST. When no
 # node runs, node 1 bootstraps a new cluster (--wsrep-new-cluster), the others join it.
@@ -28,7 +28,8 @@ NODES=3
 HOST=127.0.0.1
 START_TIMEOUT="${GALERA_START_TIMEOUT:-120}"
 PROVIDER=/usr/lib/galera/libgalera_smm.so
-RUN_USER=mysql
+# As root the nodes run as mysql (see above); as anyone else, as that user, who owns everything.
+if [ "$(id -u)" -eq 0 ]; then RUN_USER=mysql; else RUN_USER="$(id -un)"; fi
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 DIR="$REPO/.galera"
@@ -90,6 +91,17 @@ wsrep_status() { # i name -> value
 
 # ---------------------------------------------------------------- install
 
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"
+  elif command -v sudo >/dev/null 2>&1; then sudo "$@"
+  else die "need root (or sudo) to run: $*"; fi
+}
+
+# chown to the user the nodes run as; a no-op when that is us.
+own() { # paths...
+  [ "$(id -u)" -ne 0 ] || chown "$@"
+}
+
 ensure_installed() {
   if [ -e "$PROVIDER" ] && command -v mariadbd >/dev/null 2>&1 &&
     command -v mariadb-install-db >/dev/null 2>&1 && command -v mariadb >/dev/null 2>&1 &&
@@ -97,22 +109,21 @@ ensure_installed() {
     return 0
   fi
   command -v apt-get >/dev/null 2>&1 || die "galera-4 / mariadb-server missing and apt-get is not available"
-  [ "$(id -u)" -eq 0 ] || die "need root to install galera-4 and mariadb-server"
   mkdir -p "$DIR"
   log "apt-get update"
-  DEBIAN_FRONTEND=noninteractive apt-get update -q >"$DIR/apt.log" 2>&1 || { show_log "$DIR/apt.log"; die "apt-get update failed"; }
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q >"$DIR/apt.log" 2>&1 || { show_log "$DIR/apt.log"; die "apt-get update failed"; }
   # Keep the packages' init scripts from starting a system-wide MariaDB.
   local created_policy=
   if [ ! -e /usr/sbin/policy-rc.d ]; then
-    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d
+    as_root sh -c 'printf "#!/bin/sh\nexit 101\n" >/usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d'
     created_policy=1
   fi
   log "apt-get install galera-4 mariadb-server mariadb-client rsync"
   local rc=0
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
     -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
     galera-4 mariadb-server mariadb-client rsync >>"$DIR/apt.log" 2>&1 || rc=$?
-  [ -z "$created_policy" ] || rm -f /usr/sbin/policy-rc.d
+  [ -z "$created_policy" ] || as_root rm -f /usr/sbin/policy-rc.d
   [ "$rc" -eq 0 ] || { show_log "$DIR/apt.log"; die "apt-get install failed"; }
   [ -e "$PROVIDER" ] || die "$PROVIDER missing after installing galera-4"
 }
@@ -153,7 +164,7 @@ wsrep-sst-method=rsync
 wsrep-sst-receive-address=$HOST:$((SST_PORT + i - 1))
 wsrep-slave-threads=4
 CNF
-  chown -R "$RUN_USER:$RUN_USER" "$(node_dir "$i")"
+  own -R "$RUN_USER:$RUN_USER" "$(node_dir "$i")"
 }
 
 init_datadir() { # i
@@ -162,11 +173,11 @@ init_datadir() { # i
   log "node $i: initialising $data"
   rm -rf "$data"
   mkdir -p "$data"
-  chown "$RUN_USER:$RUN_USER" "$data"
+  own "$RUN_USER:$RUN_USER" "$data"
   mariadb-install-db --no-defaults --user="$RUN_USER" --datadir="$data" \
     --auth-root-authentication-method=normal --skip-test-db --skip-name-resolve \
     >"$(node_dir "$i")/install.log" 2>&1 || { show_log "$(node_dir "$i")/install.log"; die "mariadb-install-db failed"; }
-  chown -R "$RUN_USER:$RUN_USER" "$data"
+  own -R "$RUN_USER:$RUN_USER" "$data"
 }
 
 # The position a node's datadir holds, uuid:seqno, by mariadbd --wsrep-recover; "" if none.
@@ -174,7 +185,7 @@ recover_position() { # i
   local i="$1" rlog pos
   rlog="$(node_dir "$i")/recover.log"
   rm -f "$rlog"
-  touch "$rlog" && chown "$RUN_USER:$RUN_USER" "$rlog"
+  touch "$rlog" && own "$RUN_USER:$RUN_USER" "$rlog"
   mariadbd --defaults-file="$(node_cnf "$i")" --wsrep-recover --log-error="$rlog" \
     </dev/null >/dev/null 2>&1 || { show_log "$rlog"; return 0; }
   pos="$(sed -n 's/.*WSREP: Recovered position: *\([0-9a-f-]*:-\{0,1\}[0-9]*\).*/\1/p' "$rlog" | tail -n1)"
@@ -199,12 +210,12 @@ start_node() { # i mode(bootstrap|join)
   fi
   port_open "$(node_port "$i")" && die "port $(node_port "$i") is in use by something else"
   log "node $i: starting ($mode) on $HOST:$(node_port "$i")"
-  touch "$(node_log "$i")" && chown "$RUN_USER:$RUN_USER" "$(node_log "$i")"
+  touch "$(node_log "$i")" && own "$RUN_USER:$RUN_USER" "$(node_log "$i")"
   nohup setsid mariadbd --defaults-file="$(node_cnf "$i")" "${args[@]}" \
     </dev/null >>"$(node_log "$i")" 2>&1 9>&- &
   pid=$!
   echo "$pid" >"$(node_pid "$i")"
-  chown "$RUN_USER:$RUN_USER" "$(node_pid "$i")"
+  own "$RUN_USER:$RUN_USER" "$(node_pid "$i")"
 }
 
 # Waits until node i answers as root over TCP and reports Synced.
