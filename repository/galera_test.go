@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/paygw/paygw/internal/testenv"
 	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/repository"
@@ -91,5 +93,41 @@ func TestGaleraGetRecordIsCausal(t *testing.T) {
 		t.Logf("GetRecord waited %s for node 2 to apply node 1's commit", time.Since(start).Round(time.Millisecond))
 	case <-time.After(20 * time.Second):
 		t.Fatal("GetRecord did not return after the lock was released")
+	}
+}
+
+// Two nodes insert the same unique key: neither statement fails (each node sees only its own
+// row), and the node that commits second gets 1213 at COMMIT, not 1062 — the certification
+// failure InTx retries as a deadlock.
+func TestGaleraDuplicateKeyFailsAtCommit(t *testing.T) {
+	dsns := testenv.GaleraDatabase(t)
+	ctx := context.Background()
+	n1 := testenv.Open(t, dsns[0])
+	raw, err := sql.Open("mysql", dsns[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	key := "cert-" + testenv.Random(6)
+	tx, err := raw.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback() //nolint:errcheck // rolled back by the failed COMMIT already
+	if _, err := tx.ExecContext(ctx, `INSERT INTO idempotent_record (idem_key, biz_type, scope, request_hash, status, lock_token)
+		VALUES (?, ?, 'alipay', 'h', 0, 'node2')`, key, repository.BizPayNotify); err != nil {
+		t.Fatalf("node 2 insert: %v", err)
+	}
+	if _, err := n1.Claim(ctx, repository.BizPayNotify, "alipay", key, "h", "node1"); err != nil {
+		t.Fatalf("node 1 insert: %v", err)
+	}
+	err = tx.Commit()
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) || me.Number != 1213 {
+		t.Fatalf("node 2 COMMIT = %v; want 1213 (certification failure)", err)
+	}
+	rec, err := testenv.Open(t, dsns[1]).GetRecord(ctx, repository.BizPayNotify, "alipay", key)
+	if err != nil || rec.Key != key {
+		t.Fatalf("node 2 GetRecord after the failed commit = %+v, %v; want node 1's record", rec, err)
 	}
 }
