@@ -83,3 +83,10 @@ clean:
 # ceilings on the same MariaDB and the tool's own Redis. BENCH_SCALE=0.1 for a quick run.
 bench: services
 	go run ./cmd/paygw-load --mysql 'root@tcp(127.0.0.1:$(MYSQL_PORT))/'
+
+# The Galera tests alone, on the 3-node cluster scripts/galera.sh starts if it is not up (they
+# also run in make test). `scripts/galera.sh down` stops the cluster.
+.PHONY: galera-test
+galera-test: export PAYGW_TEST_MYSQL_DSN = root@tcp(127.0.0.1:$(MYSQL_PORT))/
+galera-test: services
+	go test -race -count=1 -timeout 5m -run Galera -v ./apply/ ./repository/

@@ -59,13 +59,13 @@ func (r recordRow) record() Record {
 	}
 }
 
-// GetRecord reads a record outside any transaction, so it sees the latest committed row.
-// Returns payment.ErrNotFound if there is none.
+// GetRecord reads a record outside any transaction, so it sees the latest committed row (on
+// Galera, of any node: a causal read). Returns payment.ErrNotFound if there is none.
 func (db *DB) GetRecord(ctx context.Context, bizType, scope, key string) (Record, error) {
 	const q = `SELECT ` + recordColumns + ` FROM idempotent_record
 		WHERE idem_key = ? AND biz_type = ? AND scope = ?`
 	var r recordRow
-	if err := db.x.GetContext(ctx, &r, q, key, bizType, scope); err != nil {
+	if err := db.x.GetContext(ctx, &r, db.causalRead(q), key, bizType, scope); err != nil {
 		return Record{}, notFound(err)
 	}
 	return r.record(), nil

@@ -31,6 +31,10 @@ type DB struct {
 
 	// Metrics times transactions and counts their retries; nil counts nothing. Set before use.
 	Metrics *metrics.Metrics
+
+	// galera: the server is a Galera node (wsrep_on), whose reads may lag another node's commit;
+	// the reads that must see such a commit wait for it (causalRead).
+	galera bool
 }
 
 // Session settings Open gives every connection.
@@ -116,7 +120,39 @@ func open(ctx context.Context, cfg *mysql.Config, maxOpen int) (*DB, error) {
 		_ = x.Close() // the Ping error is the one to report
 		return nil, err
 	}
+	if db.galera, err = wsrepOn(ctx, x); err != nil {
+		_ = x.Close()
+		return nil, err
+	}
 	return db, nil
+}
+
+// wsrepOn reports whether the server replicates by Galera: @@wsrep_on is 1 on a Galera node, 0 on
+// a MariaDB without a provider, and unknown (1193) on MySQL.
+func wsrepOn(ctx context.Context, x *sqlx.DB) (bool, error) {
+	var on bool
+	err := x.QueryRowContext(ctx, `SELECT @@global.wsrep_on`).Scan(&on)
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && me.Number == 1193 {
+		return false, nil
+	}
+	return on, err
+}
+
+// Galera reports whether Open found a Galera node (wsrep_on), whose causal reads wait for the
+// cluster.
+func (db *DB) Galera() bool { return db.galera }
+
+// causalRead prefixes a SELECT that must see every transaction committed on any node before it
+// began. A Galera node applies other nodes' write sets asynchronously, so a plain read can miss a
+// commit the client has already been told of (by a duplicate key, or by a certification failure
+// that was the other node's win); wsrep_sync_wait=1 makes this one statement wait until the node
+// has applied them. Elsewhere reads are already causal and the query is left as it is.
+func (db *DB) causalRead(q string) string {
+	if db.galera {
+		return "SET STATEMENT wsrep_sync_wait=1 FOR " + q
+	}
+	return q
 }
 
 func (db *DB) Close() error { return db.x.Close() }

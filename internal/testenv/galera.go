@@ -1,0 +1,142 @@
+package testenv
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// GaleraNodes is the size of the test cluster scripts/galera.sh runs.
+const GaleraNodes = 3
+
+// GaleraPort is the SQL port of the cluster's first node; node i listens on GaleraPort+i-1.
+func GaleraPort() int {
+	if v, err := strconv.Atoi(os.Getenv("PAYGW_TEST_GALERA_PORT")); err == nil && v > 0 {
+		return v
+	}
+	return 3311
+}
+
+// GaleraServerDSN is node i's (1-based) server DSN, without a database name.
+func GaleraServerDSN(i int) string {
+	return fmt.Sprintf("root@tcp(127.0.0.1:%d)/", GaleraPort()+i-1)
+}
+
+var galeraMu sync.Mutex
+
+// GaleraUp makes sure the 3-node Galera cluster answers, every node Synced, starting it with
+// scripts/galera.sh up when it does not. A cluster that cannot be started fails the test.
+func GaleraUp(tb testing.TB) {
+	tb.Helper()
+	galeraMu.Lock()
+	defer galeraMu.Unlock()
+	if galeraSynced() == nil {
+		return
+	}
+	_, self, _, ok := runtime.Caller(0)
+	if !ok {
+		tb.Fatal("cannot locate scripts/galera.sh")
+	}
+	script := filepath.Join(filepath.Dir(self), "..", "..", "scripts", "galera.sh")
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	start := time.Now()
+	cmd := exec.CommandContext(ctx, script, "up") // #nosec G204 -- our own script
+	cmd.Env = append(os.Environ(), "GALERA_PORT="+strconv.Itoa(GaleraPort()))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		tb.Fatalf("scripts/galera.sh up: %v\n%s", err, out)
+	}
+	if err := galeraSynced(); err != nil {
+		tb.Fatalf("after scripts/galera.sh up: %v\n%s", err, out)
+	}
+	tb.Logf("started the Galera cluster in %s", time.Since(start).Round(time.Millisecond))
+}
+
+// galeraSynced reports why the cluster is not usable: a node that does not answer, is not
+// Synced, or sees fewer than all the nodes.
+func galeraSynced() error {
+	for i := 1; i <= GaleraNodes; i++ {
+		state, err := GaleraStatus(GaleraServerDSN(i), "wsrep_local_state_comment")
+		if err != nil {
+			return fmt.Errorf("node %d: %w", i, err)
+		}
+		size, err := GaleraStatus(GaleraServerDSN(i), "wsrep_cluster_size")
+		if err != nil {
+			return fmt.Errorf("node %d: %w", i, err)
+		}
+		if state != "Synced" || size != strconv.Itoa(GaleraNodes) {
+			return fmt.Errorf("node %d: %s, cluster size %s", i, state, size)
+		}
+	}
+	return nil
+}
+
+// GaleraStatus reads one global status variable (e.g. wsrep_local_cert_failures) of a node.
+func GaleraStatus(serverDSN, name string) (string, error) {
+	db, err := sql.Open("mysql", serverDSN+"?timeout=2s")
+	if err != nil {
+		return "", err
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var k, v string
+	err = db.QueryRowContext(ctx, "SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = UPPER(?)", name).Scan(&k, &v)
+	return v, err
+}
+
+// GaleraDatabase starts the cluster if needed, creates a fresh migrated database on it (dropped
+// afterwards) and returns its DSN on every node, once every node has applied the migrations.
+func GaleraDatabase(tb testing.TB) []string {
+	tb.Helper()
+	GaleraUp(tb)
+	first, err := mysql.ParseDSN(GaleraServerDSN(1))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	admin, err := sql.Open("mysql", first.FormatDSN())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer admin.Close()
+	name := "paygw_g_" + Random(6)
+	if _, err := admin.Exec("CREATE DATABASE " + name + " CHARACTER SET utf8mb4"); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if a, err := sql.Open("mysql", first.FormatDSN()); err == nil {
+			_, _ = a.Exec("DROP DATABASE IF EXISTS " + name)
+			_ = a.Close()
+		}
+	})
+	dsns := make([]string, GaleraNodes)
+	for i := range dsns {
+		cfg, err := mysql.ParseDSN(GaleraServerDSN(i + 1))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		cfg.DBName = name
+		cfg.ParseTime = true
+		dsns[i] = cfg.FormatDSN()
+	}
+	db := Open(tb, dsns[0])
+	if err := db.Migrate(context.Background()); err != nil {
+		tb.Fatalf("migrate: %v", err)
+	}
+	// DDL replicates in total order; a causal read on each node waits until it is applied there.
+	for _, dsn := range dsns {
+		Count(tb, dsn, "SET STATEMENT wsrep_sync_wait=1 FOR SELECT COUNT(*) FROM job_lease")
+	}
+	return dsns
+}
