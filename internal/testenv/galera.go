@@ -40,7 +40,9 @@ func GaleraUp(tb testing.TB) {
 	tb.Helper()
 	galeraMu.Lock()
 	defer galeraMu.Unlock()
-	if galeraSynced() == nil {
+	// Another test binary may have the cluster busy for a moment (starting it, or holding a
+	// node desynced on purpose): wait for Synced before deciding it must be started.
+	if waitGaleraSynced(15*time.Second) == nil {
 		return
 	}
 	_, self, _, ok := runtime.Caller(0)
@@ -57,10 +59,22 @@ func GaleraUp(tb testing.TB) {
 	if err != nil {
 		tb.Fatalf("scripts/galera.sh up: %v\n%s", err, out)
 	}
-	if err := galeraSynced(); err != nil {
+	if err := waitGaleraSynced(90 * time.Second); err != nil {
 		tb.Fatalf("after scripts/galera.sh up: %v\n%s", err, out)
 	}
 	tb.Logf("started the Galera cluster in %s", time.Since(start).Round(time.Millisecond))
+}
+
+// waitGaleraSynced polls galeraSynced until it holds or d has passed, and returns its last answer.
+func waitGaleraSynced(d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		err := galeraSynced()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // galeraSynced reports why the cluster is not usable: a node that does not answer, is not
