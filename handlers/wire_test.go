@@ -7,6 +7,7 @@ package handlers
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -340,5 +341,58 @@ func TestWireRedisSlowOrBlackHoled(t *testing.T) {
 				t.Fatalf("pay_notify records = %d, want 3 (one per payment)", n)
 			}
 		})
+	}
+}
+
+// An ambiguous COMMIT on an idempotent create: the business transaction (stock taken, order
+// inserted, the key's record completed) committed, but the client saw its connection die. The
+// answer is a retryable error, the claim is not failed over the committed record (FailClaim is
+// fenced on a processing record), and the client's retry with the same key replays the one
+// order: one order, stock taken once.
+func TestWireAmbiguousCommitOnCreate(t *testing.T) {
+	dsn, _, trap := wireDSN(t)
+	g, _, rdb, prefix := wireGuard(t, 3*time.Second)
+	h := newHarness(t, options{dsn: dsn, guardOverride: g})
+	h.putStock("A-100", 10, 1999)
+
+	trap.armed.Store(true)
+	r, took := timed(func() response { return h.create(testToken, "wire-key-1", orderBody) })
+	if trap.fired.Load() != 1 {
+		t.Fatalf("the COMMIT's answer was cut %d times, want 1", trap.fired.Load())
+	}
+	if r.code < 500 {
+		t.Fatalf("an ambiguous COMMIT answered %d %s, want a retryable 5xx", r.code, r.body)
+	}
+	wantWithin(t, "the answer to an ambiguous COMMIT", took, alipayDeadline)
+	if m := markers(t, rdb, prefix); len(m) != 0 {
+		t.Fatalf("done markers after an unknown outcome: %v", m)
+	}
+	if n := h.count(`SELECT COUNT(*) FROM orders WHERE idem_key = 'wire-key-1'`); n != 1 {
+		t.Fatalf("orders for the key after the cut COMMIT = %d, want 1 (it did commit)", n)
+	}
+
+	var tradeNo string
+	for i := range 2 { // the client's retry with the same key, and one more
+		r, took = timed(func() response { return h.create(testToken, "wire-key-1", orderBody) })
+		if r.code != 201 {
+			t.Fatalf("retry %d: %d %s, want the replayed 201", i, r.code, r.body)
+		}
+		wantWithin(t, "a retry", took, alipayDeadline)
+		var o struct {
+			TradeNo string `json:"trade_no"`
+		}
+		if err := json.Unmarshal([]byte(r.body), &o); err != nil || o.TradeNo == "" {
+			t.Fatalf("retry %d: %s (%v)", i, r.body, err)
+		}
+		if tradeNo != "" && o.TradeNo != tradeNo {
+			t.Fatalf("retries answered two orders: %s and %s", tradeNo, o.TradeNo)
+		}
+		tradeNo = o.TradeNo
+	}
+	if n := h.count(`SELECT COUNT(*) FROM orders`); n != 1 {
+		t.Fatalf("orders = %d, want 1", n)
+	}
+	if n := h.stockNum("A-100"); n != 9 {
+		t.Fatalf("stock = %d, want 9 (taken once)", n)
 	}
 }
