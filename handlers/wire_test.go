@@ -396,3 +396,30 @@ func TestWireAmbiguousCommitOnCreate(t *testing.T) {
 		t.Fatalf("stock = %d, want 9 (taken once)", n)
 	}
 }
+
+// MySQL half-open connections: a timeout toxic swallows everything MariaDB sends, so a
+// connection of the pool looks alive and never answers (a peer gone without a FIN or RST). The
+// notification caught on it is answered "retry" at the channel's deadline, which cancels the
+// query and has the driver close that connection. Once the network is back, the pool recovers
+// on its own (no restart, the same DB handle): the redelivery is applied at once, and once.
+func TestWireMySQLHalfOpen(t *testing.T) {
+	dsn, db, _ := wireDSN(t)
+	h := newHarness(t, options{dsn: dsn})
+	tn := h.seedOrder(1999)
+	pay := simulate.Payment{TradeNo: tn, AmountFen: 1999}
+
+	db.add("half-open", "timeout", "downstream", `{"timeout":0}`)
+	r, took := timed(func() response { return h.send("alipay", pay) })
+	wantChannelReply(t, "alipay", r, payment.ReplyRetry)
+	if took < alipayDeadline-time.Second || took > alipayDeadline+2*time.Second {
+		t.Fatalf("answered after %v: want about the channel's %v deadline", took, alipayDeadline)
+	}
+	db.remove("half-open")
+
+	for range 2 {
+		r, took = timed(func() response { return h.send("alipay", pay) })
+		wantChannelReply(t, "alipay", r, payment.ReplySuccess)
+		wantWithin(t, "a delivery after the network came back", took, time.Second)
+	}
+	h.wantPaidOnce(tn)
+}
