@@ -423,3 +423,38 @@ func TestWireMySQLHalfOpen(t *testing.T) {
 	}
 	h.wantPaidOnce(tn)
 }
+
+// A database that refuses writes: the gateway's connections are read-only sessions
+// (tx_read_only=1, refused by MariaDB itself with 1792, for every user, without changing the
+// shared test server's global read_only). Every notification is answered "retry", never
+// success, and nothing is written; once a gateway with a writable database gets the
+// redelivery, the payment is applied once.
+func TestWireReadOnlyDatabaseNeverAnswersSuccess(t *testing.T) {
+	dsn, _, _ := wireDSN(t)
+	writable := newHarness(t, options{dsn: dsn})
+	tn := writable.seedOrder(1999)
+	pay := simulate.Payment{TradeNo: tn, AmountFen: 1999}
+
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["tx_read_only"] = "1"
+	ro := newHarness(t, options{dsn: cfg.FormatDSN()})
+	for range 3 {
+		r, took := timed(func() response { return ro.send("alipay", pay) })
+		wantChannelReply(t, "alipay", r, payment.ReplyRetry)
+		wantWithin(t, "a refused write", took, time.Second)
+	}
+	if records, journal, _ := writable.rows(tn); records != 0 || journal != 0 {
+		t.Fatalf("a read-only database holds %d records, %d journal rows", records, journal)
+	}
+	if o := writable.order(tn); o.Status != payment.OrderWaitPay {
+		t.Fatalf("order is %s", o.Status)
+	}
+	wantChannelReply(t, "alipay", writable.send("alipay", pay), payment.ReplySuccess)
+	writable.wantPaidOnce(tn)
+}
