@@ -458,3 +458,26 @@ func TestWireReadOnlyDatabaseNeverAnswersSuccess(t *testing.T) {
 	wantChannelReply(t, "alipay", writable.send("alipay", pay), payment.ReplySuccess)
 	writable.wantPaidOnce(tn)
 }
+
+// /readyz is red while the database refuses writes, and green again on a writable one.
+func TestWireReadOnlyDatabaseIsNotReady(t *testing.T) {
+	dsn := testenv.NewDatabase(t)
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Params = map[string]string{"tx_read_only": "1"}
+	for _, tc := range []struct {
+		dsn  string
+		code int
+		want string
+	}{
+		{cfg.FormatDSN(), 503, `"mysql":"read_only"`},
+		{dsn, 200, `"status":"ready"`},
+	} {
+		h := newHarness(t, options{dsn: tc.dsn})
+		if r := h.do("GET", "/readyz", "", nil, ""); r.code != tc.code || !strings.Contains(r.body, tc.want) {
+			t.Fatalf("readyz = %d %s, want %d with %s", r.code, r.body, tc.code, tc.want)
+		}
+	}
+}
