@@ -179,6 +179,7 @@ func timed(fn func() response) (response, time.Duration) {
 
 func wantWithin(t *testing.T, what string, took, limit time.Duration) {
 	t.Helper()
+	t.Logf("%s: %v (limit %v)", what, took.Round(time.Millisecond), limit) // the figures in docs/reliability.md
 	if took >= limit {
 		t.Fatalf("%s took %v, want under %v", what, took, limit)
 	}
@@ -411,6 +412,7 @@ func TestWireMySQLHalfOpen(t *testing.T) {
 	db.add("half-open", "timeout", "downstream", `{"timeout":0}`)
 	r, took := timed(func() response { return h.send("alipay", pay) })
 	wantChannelReply(t, "alipay", r, payment.ReplyRetry)
+	t.Logf("a delivery on a half-open connection: %v", took.Round(time.Millisecond))
 	if took < alipayDeadline-time.Second || took > alipayDeadline+2*time.Second {
 		t.Fatalf("answered after %v: want about the channel's %v deadline", took, alipayDeadline)
 	}
