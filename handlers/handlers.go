@@ -85,7 +85,8 @@ func (s *Server) healthz(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// readyz is red only when MySQL does not answer: without Redis paygw is slower, never wrong.
+// readyz is red only when MySQL does not answer or refuses writes (every notification would be
+// answered "retry"): without Redis paygw is slower, never wrong.
 func (s *Server) readyz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), time.Second)
 	defer cancel()
@@ -93,6 +94,11 @@ func (s *Server) readyz(c echo.Context) error {
 	code := http.StatusOK
 	if err := s.db.Ping(ctx); err != nil {
 		body["status"], body["mysql"], code = "unavailable", "down", http.StatusServiceUnavailable
+	} else if ro, err := s.db.ReadOnly(ctx); err != nil || ro {
+		body["status"], body["mysql"], code = "unavailable", "read_only", http.StatusServiceUnavailable
+		if err != nil {
+			body["mysql"] = "down"
+		}
 	}
 	if err := s.guard.Ping(ctx); err != nil {
 		body["redis"] = "down"

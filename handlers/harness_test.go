@@ -64,6 +64,7 @@ type options struct {
 	noOriginal    bool
 	closedDB      bool // MySQL "down": the pool is closed before serving
 	twinWait      time.Duration
+	guardTTL      time.Duration // idempotency.redis_ttl for the applier (0: 5 s)
 	guardOverride *guard.Guard
 	bodyLimit     int64
 	metrics       *metrics.Metrics
@@ -88,7 +89,11 @@ func newHarness(t *testing.T, o options) *harness {
 		h.guard = testenv.Guard(t)
 	}
 	log := testenv.Logger(t)
-	h.applier = apply.New(h.db, h.guard, 5*time.Second, log)
+	guardTTL := o.guardTTL
+	if guardTTL == 0 {
+		guardTTL = 5 * time.Second
+	}
+	h.applier = apply.New(h.db, h.guard, guardTTL, log)
 	if o.twinWait != 0 {
 		h.applier.TwinWait = o.twinWait
 	}

@@ -160,6 +160,25 @@ func (db *DB) Close() error { return db.x.Close() }
 // Ping reports whether MySQL answers within the context.
 func (db *DB) Ping(ctx context.Context) error { return db.x.PingContext(ctx) }
 
+// ReadOnly reports whether this pool's writes would be refused: the server is read_only (a
+// replica, or an operator fencing it) or the session's transactions are read-only. MariaDB before
+// 11.1 names the session variable tx_read_only, MySQL 8 only transaction_read_only.
+func (db *DB) ReadOnly(ctx context.Context) (bool, error) {
+	var err error
+	for _, name := range []string{"tx_read_only", "transaction_read_only"} {
+		var global, session bool
+		err = db.x.QueryRowContext(ctx, `SELECT @@global.read_only, @@session.`+name).Scan(&global, &session)
+		if err == nil {
+			return global || session, nil
+		}
+		var me *mysql.MySQLError
+		if !errors.As(err, &me) || me.Number != 1193 {
+			break
+		}
+	}
+	return false, err
+}
+
 // Migrate applies every embedded migration not yet applied.
 func (db *DB) Migrate(ctx context.Context) error {
 	p, err := db.migrator()
