@@ -108,8 +108,12 @@ func New(o Options, log zerolog.Logger) *Guard {
 	var rdb redis.UniversalClient
 	switch o.Mode {
 	case ModeCluster:
-		uo.IsClusterMode = true // even with one seed node
-		rdb = redis.NewUniversalClient(uo)
+		co := uo.Cluster()
+		// After a failover the slot map must not stay stale for the library's default minute:
+		// a dead master's slots would be "Redis down" all that time. Reload it every second (one
+		// CLUSTER SLOTS in the background, only while there is traffic).
+		co.ClusterStateReloadInterval = time.Second
+		rdb = redis.NewClusterClient(co)
 	case ModeSentinel:
 		rdb = redis.NewUniversalClient(uo)
 	default:

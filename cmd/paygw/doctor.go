@@ -391,7 +391,10 @@ func doctorMySQL(ctx context.Context, cfg *config.Config, c *checklist) {
 func doctorRedis(ctx context.Context, cfg *config.Config, c *checklist) {
 	redis.SetLogger(guard.LibraryLogger(zerolog.Nop())) // the check's line says what failed
 	o := guardOptions(cfg.Redis, nil)
-	where := cfg.Redis.Mode + " " + strings.Join(o.Addrs, ",")
+	where := strings.Join(o.Addrs, ",")
+	if o.Mode != guard.ModeSingle {
+		where = o.Mode + " " + where // a Redis Cluster's seeds or the Sentinels
+	}
 	rc := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: o.Addrs, MasterName: o.MasterName,
 		IsClusterMode: o.Mode == guard.ModeCluster, Password: o.Password, DB: o.DB,
 		DialTimeout: 3 * time.Second, ReadTimeout: 3 * time.Second, MaxRetries: -1})
