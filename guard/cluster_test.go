@@ -265,3 +265,34 @@ func TestClusterFailover(t *testing.T) {
 		t.Fatalf("markers after the failover: %v %v", found, err)
 	}
 }
+
+// A MOVED redirection (a real one: a plain client asking the wrong node) is the cluster
+// answering, not Redis down: the call carries on without Redis but no skip interval starts.
+func TestClusterRedirectionIsNotDown(t *testing.T) {
+	ctx := context.Background()
+	addrs := testenv.RedisCluster(t)
+	plain := redis.NewClient(&redis.Options{Addr: addrs[0]})
+	t.Cleanup(func() { _ = plain.Close() })
+	var moved error
+	for i := 0; moved == nil && i < 1000; i++ {
+		if err := plain.Get(ctx, fmt.Sprintf("k%d", i)).Err(); err != nil && !errors.Is(err, redis.Nil) {
+			moved = err
+		}
+	}
+	if _, ok := redis.IsMovedError(moved); !ok {
+		t.Fatalf("no MOVED from a node asked for another's keys: %v", moved)
+	}
+	if !guard.Redirected(moved) {
+		t.Fatalf("%v not classified as a redirection", moved)
+	}
+	g := testenv.ClusterGuard(t, 3*time.Second, testenv.Logger(t))
+	if err := g.Failed(ctx, moved); !errors.Is(err, guard.ErrUnavailable) {
+		t.Fatalf("Failed(MOVED) = %v; want ErrUnavailable for this call", err)
+	}
+	if g.Skipping() {
+		t.Fatal("a MOVED started the skip interval: the guard treats the cluster as down")
+	}
+	if err := g.Failed(ctx, errors.New("dial tcp: connection refused")); !errors.Is(err, guard.ErrUnavailable) || !g.Skipping() {
+		t.Fatal("a dial failure must start the skip interval")
+	}
+}
