@@ -122,7 +122,7 @@ func (a *Applier) Apply(ctx context.Context, ev payment.Event) (payment.Outcome,
 	case err != nil:
 		return "", err
 	}
-	a.guard.MarkDoneAndRelease(context.WithoutCancel(ctx), ns, lock, string(outcome), doneTTL, recordID, markers...)
+	a.guard.MarkDoneAndRelease(context.WithoutCancel(ctx), ns, guardName(ev), lock, string(outcome), doneTTL, recordID, markers...)
 	lock = nil
 	a.done.add(ns, markers...)
 	return outcome, nil
@@ -140,7 +140,7 @@ func (a *Applier) checkAndLock(ctx context.Context, ev payment.Event, ns string,
 	for pause := 2 * time.Millisecond; ; pause = min(2*pause, 50*time.Millisecond) {
 		var found []bool
 		if ev.Kind == payment.KindOther {
-			found, err = a.guard.DoneAll(ctx, markers...)
+			found, err = a.guard.DoneAll(ctx, guardName(ev), markers...)
 		} else {
 			found, lock, err = a.guard.CheckAndAcquire(ctx, guardName(ev), a.guardTTL, markers...)
 		}
@@ -178,7 +178,7 @@ func (a *Applier) repeated(ctx context.Context, ev payment.Event, ns string, mar
 		if err := a.db.Journal(ctx, ev, payment.OutcomeRepeat, a.stamp()); err != nil {
 			return err
 		}
-		a.guard.MarkDoneAndRelease(context.WithoutCancel(ctx), ns, nil, string(payment.OutcomeRepeat), doneTTL, 0, markers[len(markers)-1])
+		a.guard.MarkDoneAndRelease(context.WithoutCancel(ctx), ns, guardName(ev), nil, string(payment.OutcomeRepeat), doneTTL, 0, markers[len(markers)-1])
 	}
 	a.done.add(ns, markers...)
 	return nil
@@ -189,7 +189,8 @@ func (a *Applier) repeated(ctx context.Context, ev payment.Event, ns string, mar
 func (a *Applier) ForgetMarkers() { a.done.reset() }
 
 // guardName is the trade's guard; a refund that names only the payment it undoes is guarded by
-// that payment.
+// that payment. It is also the hash tag of the event's done markers, so the guard and the markers
+// share one Redis Cluster hash slot.
 func guardName(ev payment.Event) string {
 	if ev.TradeNo == "" {
 		return "txn:" + ev.Channel + ":" + ev.ChannelTxnID

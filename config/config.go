@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"reflect"
@@ -99,10 +100,30 @@ type MySQL struct {
 	MaxOpenConns int    `koanf:"max_open_conns"`
 }
 
+// Redis is where the guard keeps its locks and done markers. Mode single talks to one server
+// (redis.addr, or a one-item redis.addrs); cluster to a Redis Cluster seeded by redis.addrs; sentinel
+// to the master that the Sentinels at redis.addrs name redis.master_name.
 type Redis struct {
-	Addr     string `koanf:"addr"`
-	Password string `koanf:"password"`
-	DB       int    `koanf:"db"`
+	Addr       string   `koanf:"addr"`
+	Addrs      []string `koanf:"addrs"`
+	Mode       string   `koanf:"mode"`
+	MasterName string   `koanf:"master_name"`
+	Password   string   `koanf:"password"`
+	DB         int      `koanf:"db"`
+}
+
+// DefaultRedisAddr is the server of single mode when neither redis.addr nor redis.addrs is set.
+const DefaultRedisAddr = "127.0.0.1:6379"
+
+// Endpoints is the list of addresses to dial: redis.addrs, else redis.addr, else DefaultRedisAddr.
+func (r Redis) Endpoints() []string {
+	switch {
+	case len(r.Addrs) > 0:
+		return r.Addrs
+	case r.Addr != "":
+		return []string{r.Addr}
+	}
+	return []string{DefaultRedisAddr}
 }
 
 type Idempotency struct {
@@ -213,7 +234,7 @@ func defaults() map[string]any {
 		"log.format":                           "json",
 		"mysql.dsn":                            "root@tcp(127.0.0.1:3306)/paygw?parseTime=true&loc=UTC",
 		"mysql.max_open_conns":                 32,
-		"redis.addr":                           "127.0.0.1:6379",
+		"redis.mode":                           "single",
 		"redis.password":                       "",
 		"redis.db":                             0,
 		"idempotency.enabled":                  true,
@@ -353,12 +374,7 @@ func (c *Config) Validate() error {
 	if c.MySQL.MaxOpenConns < 1 || c.MySQL.MaxOpenConns > 1000 {
 		bad("mysql.max_open_conns", "must be between 1 and 1000, got %d", c.MySQL.MaxOpenConns)
 	}
-	if c.Redis.Addr == "" {
-		bad("redis.addr", "must be set (host:port)")
-	}
-	if c.Redis.DB < 0 || c.Redis.DB > 15 {
-		bad("redis.db", "must be between 0 and 15, got %d", c.Redis.DB)
-	}
+	c.validateRedis(bad)
 	if !headerName.MatchString(c.Idempotency.KeyHeader) {
 		bad("idempotency.key_header", "must be an HTTP header name, got %q", c.Idempotency.KeyHeader)
 	}
@@ -506,6 +522,52 @@ func decodeMessage(err error) string {
 	}
 	walk(err)
 	return strings.Join(msgs, "; ")
+}
+
+func (c *Config) validateRedis(bad func(key, format string, args ...any)) {
+	r := c.Redis
+	if r.Addr != "" && len(r.Addrs) > 0 {
+		bad("redis.addr", "and redis.addrs are both set: list every address in redis.addrs")
+	}
+	for _, a := range r.Endpoints() {
+		if host, port, err := net.SplitHostPort(a); err != nil || host == "" || port == "" {
+			bad("redis.addrs", "must be host:port addresses, got %q", a)
+		}
+	}
+	if r.DB < 0 || r.DB > 15 {
+		bad("redis.db", "must be between 0 and 15, got %d", r.DB)
+	}
+	switch r.Mode {
+	case "single":
+		if len(r.Addrs) > 1 {
+			bad("redis.addrs", "must hold one address in single mode, got %d (set redis.mode to cluster or sentinel)", len(r.Addrs))
+		}
+	case "cluster":
+		if r.Addr != "" {
+			bad("redis.addr", "is for single mode: list the cluster's seed nodes in redis.addrs")
+		}
+		if len(r.Addrs) == 0 {
+			bad("redis.addrs", "must list at least one node of the cluster")
+		}
+		if r.DB != 0 {
+			bad("redis.db", "must be 0 in cluster mode (a Redis Cluster has only database 0), got %d", r.DB)
+		}
+	case "sentinel":
+		if r.Addr != "" {
+			bad("redis.addr", "is for single mode: list the Sentinels in redis.addrs")
+		}
+		if len(r.Addrs) == 0 {
+			bad("redis.addrs", "must list at least one Sentinel")
+		}
+		if r.MasterName == "" {
+			bad("redis.master_name", "must name the master the Sentinels watch in sentinel mode")
+		}
+	default:
+		bad("redis.mode", "must be single, cluster or sentinel, got %q", r.Mode)
+	}
+	if r.MasterName != "" && r.Mode != "sentinel" {
+		bad("redis.master_name", "is only for sentinel mode (redis.mode is %q)", r.Mode)
+	}
 }
 
 // Masked renders the effective configuration for the start-up log with every secret hidden.

@@ -29,7 +29,7 @@ func wantDefaults() Config {
 			DSN:          "root@tcp(127.0.0.1:3306)/paygw?parseTime=true&loc=UTC",
 			MaxOpenConns: 32,
 		},
-		Redis: Redis{Addr: "127.0.0.1:6379"},
+		Redis: Redis{Mode: "single"},
 		Idempotency: Idempotency{
 			Enabled:               true,
 			KeyHeader:             "Idempotency-Key",
@@ -76,6 +76,7 @@ func TestLoad(t *testing.T) {
 		"shipped paygw.yaml": {
 			path: "paygw.yaml",
 			want: func(c *Config) {
+				c.Redis.Addr = "127.0.0.1:6379"
 				c.Channels.Alipay.AppID = "2021000000000000"
 				c.Channels.WeChatPay.MchID, c.Channels.WeChatPay.AppID = "1900000001", "wx0000000000000000"
 			},
@@ -123,7 +124,7 @@ channels:
 			want: func(c *Config) {
 				c.HTTP = HTTP{Addr: ":9090", BodyLimitBytes: 4096, ShutdownTimeout: 3 * time.Second}
 				c.Log = Log{Level: "debug", Format: "console"}
-				c.Redis = Redis{Addr: "redis:6380", Password: "pw", DB: 3}
+				c.Redis = Redis{Addr: "redis:6380", Mode: "single", Password: "pw", DB: 3}
 				c.Auth.APITokens = []APIToken{
 					{Name: "shop-a", Token: "0123456789abcdef"},
 					{Name: "shop_b", Token: "fedcba9876543210"},
@@ -185,6 +186,27 @@ channels:
 				c.Channels.UnionPay = UnionPay{QueryURL: "https://gateway.95516.com/gateway/api/queryTrans.do", Enabled: true, MerID: "777", RootCertFile: "/r.pem", IntermediateCertFile: "/i.pem", SignerName: "00040000:SIGN"}
 			},
 		},
+		"redis cluster": {
+			yaml: "redis: {mode: cluster, addrs: [10.0.0.1:7001, 10.0.0.2:7001, 10.0.0.3:7001]}\n",
+			want: func(c *Config) {
+				c.Redis = Redis{Mode: "cluster", Addrs: []string{"10.0.0.1:7001", "10.0.0.2:7001", "10.0.0.3:7001"}}
+			},
+		},
+		"redis sentinel from the environment": {
+			yaml: "{}\n",
+			environ: []string{
+				"PAYGW_REDIS__MODE=sentinel",
+				"PAYGW_REDIS__ADDRS=s1:26379,s2:26379",
+				"PAYGW_REDIS__MASTER_NAME=paygw",
+			},
+			want: func(c *Config) {
+				c.Redis = Redis{Mode: "sentinel", Addrs: []string{"s1:26379", "s2:26379"}, MasterName: "paygw"}
+			},
+		},
+		"redis single from a one-item addrs": {
+			yaml: "redis: {addrs: [redis:6380]}\n",
+			want: func(c *Config) { c.Redis = Redis{Mode: "single", Addrs: []string{"redis:6380"}} },
+		},
 		"env without __ and foreign env are not keys": {
 			yaml: "{}\n",
 			environ: []string{
@@ -237,6 +259,42 @@ func TestLoadRefuses(t *testing.T) {
 		want    []string // substrings the error must contain
 		hide    []string // substrings it must not
 	}{
+		"redis addr and addrs both": {
+			yaml: "redis: {addr: a:1, addrs: [b:2]}\n",
+			want: []string{"redis.addr", "redis.addrs", "both"},
+		},
+		"redis mode unknown": {
+			yaml: "redis: {mode: ring}\n",
+			want: []string{"redis.mode", "ring"},
+		},
+		"redis single with two addrs": {
+			yaml: "redis: {addrs: [a:1, b:2]}\n",
+			want: []string{"redis.addrs", "single"},
+		},
+		"redis cluster without addrs": {
+			yaml: "redis: {mode: cluster}\n",
+			want: []string{"redis.addrs"},
+		},
+		"redis cluster with addr": {
+			yaml: "redis: {mode: cluster, addr: a:1}\n",
+			want: []string{"redis.addr", "single mode"},
+		},
+		"redis cluster with a db": {
+			yaml: "redis: {mode: cluster, addrs: [a:1], db: 2}\n",
+			want: []string{"redis.db", "cluster"},
+		},
+		"redis sentinel without master_name": {
+			yaml: "redis: {mode: sentinel, addrs: [a:26379]}\n",
+			want: []string{"redis.master_name"},
+		},
+		"redis master_name outside sentinel": {
+			yaml: "redis: {mode: cluster, addrs: [a:1], master_name: m}\n",
+			want: []string{"redis.master_name", "sentinel"},
+		},
+		"redis addrs not host:port": {
+			yaml: "redis: {mode: cluster, addrs: [a:1, nohostport]}\n",
+			want: []string{"redis.addrs", "nohostport"},
+		},
 		"missing file": {
 			yaml: "-", // not written
 			want: []string{"config file"},

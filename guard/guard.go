@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,9 +34,12 @@ var (
 // not one per request; the same interval paces the warning in the log.
 const retryInterval = time.Second
 
-// Guard wraps one Redis client. Keys are prefix + namespace + kind + name.
+// Guard wraps one Redis client: a single server, a Redis Cluster or a Sentinel-managed master.
+// Keys are prefix + namespace + kind + name. A lock and the done markers of one trade carry the
+// same hash tag ({tag}), so they live in one hash slot and one script or MGET may touch them all
+// on a cluster.
 type Guard struct {
-	rdb    *redis.Client
+	rdb    redis.UniversalClient
 	prefix string
 	ns     atomic.Pointer[namespace]
 	log    zerolog.Logger
@@ -46,13 +50,25 @@ type Guard struct {
 	downUntil time.Time
 }
 
+// Modes of Options.Mode.
+const (
+	ModeSingle   = "single"
+	ModeCluster  = "cluster"
+	ModeSentinel = "sentinel"
+)
+
 // Options for New. Prefix separates deployments (and tests) sharing one Redis.
 type Options struct {
-	Addr     string
-	Password string
-	DB       int
-	Prefix   string
-	Timeout  time.Duration // per dial, read and write; default 300ms
+	// Mode is ModeSingle (the default), ModeCluster or ModeSentinel. Addrs are the server (single),
+	// the cluster's seed nodes (cluster) or the Sentinels (sentinel); Addr is a one-item Addrs.
+	Mode       string
+	Addrs      []string
+	Addr       string
+	MasterName string // the master the Sentinels watch (sentinel mode)
+	Password   string
+	DB         int // 0 in cluster mode
+	Prefix     string
+	Timeout    time.Duration // per dial, read and write; default 300ms
 
 	// Metrics counts the guard's answers (paygw_guard_total); nil counts nothing.
 	Metrics *metrics.Metrics
@@ -68,8 +84,13 @@ func New(o Options, log zerolog.Logger) *Guard {
 	if timeout == 0 {
 		timeout = 300 * time.Millisecond
 	}
-	rdb := redis.NewClient(&redis.Options{
-		Addr:          o.Addr,
+	addrs := o.Addrs
+	if len(addrs) == 0 && o.Addr != "" {
+		addrs = []string{o.Addr}
+	}
+	uo := &redis.UniversalOptions{
+		Addrs:         addrs,
+		MasterName:    o.MasterName,
 		Password:      o.Password,
 		DB:            o.DB,
 		DialTimeout:   timeout,
@@ -78,11 +99,35 @@ func New(o Options, log zerolog.Logger) *Guard {
 		MaxRetries:    -1, // a retry doubles the cost of an outage; the database is the fallback
 		DialerRetries: 1,
 		PoolSize:      64,
-	})
+		// Cluster mode: MOVED, ASK and TRYAGAIN are followed up to this many times by the cluster
+		// client itself (a slot moved or a failover is under way), each after a short backoff.
+		MaxRedirects:    3,
+		MinRetryBackoff: 8 * time.Millisecond,
+		MaxRetryBackoff: 64 * time.Millisecond,
+	}
+	var rdb redis.UniversalClient
+	switch o.Mode {
+	case ModeCluster:
+		co := uo.Cluster()
+		// After a failover the slot map must not stay stale for the library's default minute:
+		// a dead master's slots would be "Redis down" all that time. Reload it every second (one
+		// CLUSTER SLOTS in the background, only while there is traffic).
+		co.ClusterStateReloadInterval = time.Second
+		rdb = redis.NewClusterClient(co)
+	case ModeSentinel:
+		rdb = redis.NewUniversalClient(uo)
+	default:
+		uo.MasterName = ""
+		if len(uo.Addrs) > 1 {
+			uo.Addrs = uo.Addrs[:1] // one server: never a cluster by accident
+		}
+		rdb = redis.NewUniversalClient(uo)
+	}
 	prefix := o.Prefix
 	if prefix == "" {
 		prefix = "paygw:"
 	}
+	prefix = noBraces(prefix) // a brace here would become every key's hash tag
 	now := o.Now
 	if now == nil {
 		now = time.Now
@@ -108,7 +153,7 @@ func (g *Guard) SetNamespace(instance string, epoch uint64) bool {
 }
 
 func namespaceKeys(instance string, epoch uint64) string {
-	return instance + ":" + strconv.FormatUint(epoch, 10) + ":"
+	return noBraces(instance) + ":" + strconv.FormatUint(epoch, 10) + ":"
 }
 
 // Suspend makes every call answer ErrUnavailable until SetNamespace: while the database's identity
@@ -120,6 +165,37 @@ func (g *Guard) Namespace() string { return g.ns.Load().keys }
 
 // key names a Redis key of the current namespace.
 func (g *Guard) key(kind, name string) string { return g.prefix + g.ns.Load().keys + kind + name }
+
+// lockKey names the lock name; its hash tag is the name, so the done markers tagged by the
+// same name (doneKey) share its hash slot.
+func (g *Guard) lockKey(name string) string {
+	return g.prefix + g.ns.Load().keys + "lock:{" + slotTag(name) + "}"
+}
+
+// doneKey names the done marker name of namespace ns, in the hash slot of tag.
+func (g *Guard) doneKey(ns, tag, name string) string {
+	return g.prefix + ns + "done:{" + slotTag(tag) + "}" + name
+}
+
+// slotTag makes tag a valid Redis hash tag: non-empty and free of braces (Redis hashes the text
+// between the first "{" and the next "}"), by escaping "%", "{" and "}"; distinct tags stay
+// distinct.
+func slotTag(tag string) string {
+	if tag == "" {
+		return "%"
+	}
+	return braceEscaper.Replace(tag)
+}
+
+var braceEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
+
+// noBraces escapes the braces of a key's prefix or namespace, which must never form a hash tag.
+func noBraces(s string) string {
+	if !strings.ContainsAny(s, "{}") {
+		return s
+	}
+	return braceEscaper.Replace(s)
+}
 
 func (g *Guard) Close() error { return g.rdb.Close() }
 
@@ -145,7 +221,7 @@ func (g *Guard) Acquire(ctx context.Context, name string, ttl time.Duration) (l 
 	if g.skipping() {
 		return nil, ErrUnavailable
 	}
-	l = &Lock{g: g, key: g.key("lock:", name), token: newToken()}
+	l = &Lock{g: g, key: g.lockKey(name), token: newToken()}
 	ok, err := g.rdb.SetNX(ctx, l.key, l.token, ttl).Result()
 	if err != nil {
 		return nil, g.failed(ctx, err)
@@ -168,17 +244,19 @@ return out`)
 
 // CheckAndAcquire asks, in one round trip, which of the done markers exist and, unless the first
 // one does (nothing left to do), takes the lock name for ttl. lock is nil unless taken; err is
-// ErrHeld when another owner holds the lock and ErrUnavailable when Redis did not answer.
+// ErrHeld when another owner holds the lock and ErrUnavailable when Redis did not answer. The
+// markers are those tagged by name (DoneAll, MarkDoneAndRelease with tag name): one hash slot.
 func (g *Guard) CheckAndAcquire(ctx context.Context, name string, ttl time.Duration, markers ...string) (found []bool, lock *Lock, err error) {
 	defer func() { g.count(found, lock, err) }()
 	if g.skipping() {
 		return nil, nil, ErrUnavailable
 	}
-	l := &Lock{g: g, key: g.key("lock:", name), token: newToken()}
+	ns := g.ns.Load().keys
+	l := &Lock{g: g, key: g.prefix + ns + "lock:{" + slotTag(name) + "}", token: newToken()}
 	keys := make([]string, 0, 1+len(markers))
 	keys = append(keys, l.key)
 	for _, m := range markers {
-		keys = append(keys, g.key("done:", m))
+		keys = append(keys, g.doneKey(ns, name, m))
 	}
 	out, err := checkAndLock.Run(ctx, g.rdb, keys, l.token, ttl.Milliseconds()).Int64Slice()
 	if err != nil {
@@ -231,13 +309,13 @@ func (l *Lock) Release(ctx context.Context) {
 	}
 }
 
-// Done returns the value of a done marker and whether it exists.
+// Done returns the value of the done marker name tagged by tag and whether it exists.
 // Returns ErrUnavailable if Redis did not answer.
-func (g *Guard) Done(ctx context.Context, name string) (string, bool, error) {
+func (g *Guard) Done(ctx context.Context, tag, name string) (string, bool, error) {
 	if g.skipping() {
 		return "", false, ErrUnavailable
 	}
-	v, err := g.rdb.Get(ctx, g.key("done:", name)).Result()
+	v, err := g.rdb.Get(ctx, g.doneKey(g.ns.Load().keys, tag, name)).Result()
 	if errors.Is(err, redis.Nil) {
 		return "", false, nil
 	}
@@ -247,26 +325,27 @@ func (g *Guard) Done(ctx context.Context, name string) (string, bool, error) {
 	return v, true, nil
 }
 
-// MarkDone sets a done marker after the database committed; a failure only costs later repeats
-// a trip to MySQL.
-func (g *Guard) MarkDone(ctx context.Context, name, value string, ttl time.Duration) {
+// MarkDone sets the done marker name tagged by tag after the database committed; a failure only
+// costs later repeats a trip to MySQL.
+func (g *Guard) MarkDone(ctx context.Context, tag, name, value string, ttl time.Duration) {
 	if g.skipping() {
 		return
 	}
-	if err := g.rdb.Set(ctx, g.key("done:", name), value, ttl).Err(); err != nil {
+	if err := g.rdb.Set(ctx, g.doneKey(g.ns.Load().keys, tag, name), value, ttl).Err(); err != nil {
 		_ = g.failed(ctx, err)
 	}
 }
 
-// DoneAll reports, in one round trip, which of the named done markers exist.
-// Returns ErrUnavailable if Redis did not answer.
-func (g *Guard) DoneAll(ctx context.Context, names ...string) ([]bool, error) {
+// DoneAll reports, in one round trip, which of the named done markers tagged by tag exist (one
+// hash slot, so one MGET on a cluster). Returns ErrUnavailable if Redis did not answer.
+func (g *Guard) DoneAll(ctx context.Context, tag string, names ...string) ([]bool, error) {
 	if g.skipping() {
 		return nil, ErrUnavailable
 	}
+	ns := g.ns.Load().keys
 	keys := make([]string, len(names))
 	for i, n := range names {
-		keys[i] = g.key("done:", n)
+		keys[i] = g.doneKey(ns, tag, n)
 	}
 	vals, err := g.rdb.MGet(ctx, keys...).Result()
 	if err != nil {
@@ -279,14 +358,16 @@ func (g *Guard) DoneAll(ctx context.Context, names ...string) ([]bool, error) {
 	return found, nil
 }
 
-// MarkAllDone sets several done markers in one round trip; like MarkDone, failure is harmless.
-func (g *Guard) MarkAllDone(ctx context.Context, value string, ttl time.Duration, names ...string) {
+// MarkAllDone sets several done markers tagged by tag in one round trip; like MarkDone, failure
+// is harmless.
+func (g *Guard) MarkAllDone(ctx context.Context, tag, value string, ttl time.Duration, names ...string) {
 	if g.skipping() {
 		return
 	}
+	ns := g.ns.Load().keys
 	_, err := g.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, n := range names {
-			p.Set(ctx, g.key("done:", n), value, ttl)
+			p.Set(ctx, g.doneKey(ns, tag, n), value, ttl)
 		}
 		return nil
 	})
@@ -302,8 +383,10 @@ func (g *Guard) MarkAllDone(ctx context.Context, value string, ttl time.Duration
 // may have lost the commit. recordID is the idempotent_record the markers stand for (0 for
 // none): the namespace's high-water mark is raised to it in the same trip, so a database that
 // loses that record is found out (see HighWater). A nil lock (taken while Redis was down) only
-// marks. Failure is harmless: the lock's TTL ends it and repeats go to MySQL.
-func (g *Guard) MarkDoneAndRelease(ctx context.Context, ns string, l *Lock, value string, ttl time.Duration, recordID int64, names ...string) {
+// marks. The markers are tagged by tag, the name CheckAndAcquire and DoneAll read them under.
+// Failure is harmless: the lock's TTL ends it and repeats go to MySQL. On a cluster the
+// pipeline's single-key commands go to their slots' nodes (the high-water mark has its own).
+func (g *Guard) MarkDoneAndRelease(ctx context.Context, ns, tag string, l *Lock, value string, ttl time.Duration, recordID int64, names ...string) {
 	if g.skipping() {
 		l.Release(ctx)
 		return
@@ -313,7 +396,7 @@ func (g *Guard) MarkDoneAndRelease(ctx context.Context, ns string, l *Lock, valu
 			p.Eval(ctx, raiseSrc, []string{g.prefix + ns + "highwater"}, recordID)
 		}
 		for _, n := range names {
-			p.Set(ctx, g.prefix+ns+"done:"+n, value, ttl)
+			p.Set(ctx, g.doneKey(ns, tag, n), value, ttl)
 		}
 		// The markers first: a twin that takes the lock after us must find them.
 		if l != nil {
@@ -387,9 +470,15 @@ func (g *Guard) skipping() bool {
 }
 
 // failed starts a skip interval and warns once for it. A request that gave up (its context
-// ended) says nothing about Redis and starts no interval.
+// ended) says nothing about Redis and starts no interval; nor does a cluster's redirection
+// (MOVED, ASK) or TRYAGAIN that outlived the client's own redirects: the cluster answers, a slot
+// is moving, and the next request may well be served. That one call still carries on without
+// Redis.
 func (g *Guard) failed(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || redirected(err) {
+		if ctx.Err() == nil {
+			g.log.Debug().Err(err).Msg("redis cluster redirection: this request carries on with MySQL")
+		}
 		return ErrUnavailable
 	}
 	g.mu.Lock()
@@ -401,6 +490,18 @@ func (g *Guard) failed(ctx context.Context, err error) error {
 		g.log.Warn().Err(err).Dur("skip_for", retryInterval).Msg("redis unavailable: carrying on with MySQL alone")
 	}
 	return ErrUnavailable
+}
+
+// redirected reports a Redis Cluster redirection or a TRYAGAIN: the cluster is up, a slot is
+// moving or a multi-key command met a slot mid-migration.
+func redirected(err error) bool {
+	if _, ok := redis.IsMovedError(err); ok {
+		return true
+	}
+	if _, ok := redis.IsAskError(err); ok {
+		return true
+	}
+	return redis.IsTryAgainError(err)
 }
 
 func newToken() string {

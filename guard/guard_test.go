@@ -96,12 +96,12 @@ func TestDoneMarkDone(t *testing.T) {
 	ctx := context.Background()
 	g := testenv.Guard(t)
 
-	if v, ok, err := g.Done(ctx, "missing"); err != nil || ok || v != "" {
+	if v, ok, err := g.Done(ctx, "T", "missing"); err != nil || ok || v != "" {
 		t.Fatalf("Done(missing) = %q, %v, %v; want \"\", false, nil", v, ok, err)
 	}
 
-	g.MarkDone(ctx, "pay-1", `{"status":"paid"}`, time.Minute)
-	if v, ok, err := g.Done(ctx, "pay-1"); err != nil || !ok || v != `{"status":"paid"}` {
+	g.MarkDone(ctx, "T", "pay-1", `{"status":"paid"}`, time.Minute)
+	if v, ok, err := g.Done(ctx, "T", "pay-1"); err != nil || !ok || v != `{"status":"paid"}` {
 		t.Fatalf("Done(pay-1) = %q, %v, %v; want the marked value", v, ok, err)
 	}
 	// Done markers and locks live under different keys.
@@ -112,13 +112,13 @@ func TestDoneMarkDone(t *testing.T) {
 	// A marker ends with its TTL, by Redis's clock: wait for that, with a deadline.
 	const ttl = 150 * time.Millisecond
 	marked := time.Now()
-	g.MarkDone(ctx, "short", "v", ttl)
+	g.MarkDone(ctx, "T", "short", "v", ttl)
 	// Missing is wrong only while the TTL cannot have run out yet (a stalled box may pass it).
-	if _, ok, err := g.Done(ctx, "short"); err != nil || (!ok && time.Since(marked) < ttl) {
+	if _, ok, err := g.Done(ctx, "T", "short"); err != nil || (!ok && time.Since(marked) < ttl) {
 		t.Fatalf("Done(short) right after MarkDone = %v, %v; want it there until its TTL", ok, err)
 	}
 	if !eventually(func() bool {
-		_, ok, err := g.Done(ctx, "short")
+		_, ok, err := g.Done(ctx, "T", "short")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,10 +156,10 @@ func TestRedisDown(t *testing.T) {
 	}
 	// Connection refused costs no time, so this cannot tell a skip from a try: TestSkipInterval
 	// counts the connections.
-	if _, _, err := g.Done(ctx, "x"); !errors.Is(err, guard.ErrUnavailable) {
+	if _, _, err := g.Done(ctx, "T", "x"); !errors.Is(err, guard.ErrUnavailable) {
 		t.Fatalf("Done = %v; want ErrUnavailable", err)
 	}
-	g.MarkDone(ctx, "x", "v", time.Second) // must not panic
+	g.MarkDone(ctx, "T", "x", "v", time.Second) // must not panic
 	if err := g.Ping(ctx); !errors.Is(err, guard.ErrUnavailable) {
 		t.Fatalf("Ping = %v; want ErrUnavailable", err)
 	}
@@ -169,7 +169,7 @@ func TestRedisDown(t *testing.T) {
 
 func TestDoneFirstOnDeadRedis(t *testing.T) {
 	// Done, not Acquire, is the first call: its own failure path must report ErrUnavailable too.
-	if _, _, err := testenv.DeadGuard(t).Done(context.Background(), "x"); !errors.Is(err, guard.ErrUnavailable) {
+	if _, _, err := testenv.DeadGuard(t).Done(context.Background(), "T", "x"); !errors.Is(err, guard.ErrUnavailable) {
 		t.Fatalf("Done = %v; want ErrUnavailable", err)
 	}
 }
@@ -185,7 +185,7 @@ func TestReleaseOnFailingRedis(t *testing.T) {
 	}
 	g.Close()
 	l.Release(ctx) // the client is gone: must neither panic nor block
-	if _, _, err := g.Done(ctx, "x"); !errors.Is(err, guard.ErrUnavailable) {
+	if _, _, err := g.Done(ctx, "T", "x"); !errors.Is(err, guard.ErrUnavailable) {
 		t.Fatalf("Done after a failed Release = %v; want ErrUnavailable", err)
 	}
 
@@ -306,10 +306,10 @@ func TestSkipInterval(t *testing.T) {
 	if _, err := g.Acquire(ctx, "x", time.Second); !errors.Is(err, guard.ErrUnavailable) {
 		t.Fatalf("second Acquire = %v; want ErrUnavailable", err)
 	}
-	if _, _, err := g.Done(ctx, "x"); !errors.Is(err, guard.ErrUnavailable) {
+	if _, _, err := g.Done(ctx, "T", "x"); !errors.Is(err, guard.ErrUnavailable) {
 		t.Fatalf("Done = %v; want ErrUnavailable", err)
 	}
-	g.MarkDone(ctx, "x", "v", time.Second)
+	g.MarkDone(ctx, "T", "x", "v", time.Second)
 	if n := redis.dials(t); n != 1 {
 		t.Fatalf("%d connections after calls in the skip interval; want still 1", n)
 	}
@@ -324,7 +324,7 @@ func TestSkipInterval(t *testing.T) {
 
 	// Once the interval is over Redis is tried again.
 	clk.Advance(time.Nanosecond)
-	if _, _, err := g.Done(ctx, "x"); !errors.Is(err, guard.ErrUnavailable) {
+	if _, _, err := g.Done(ctx, "T", "x"); !errors.Is(err, guard.ErrUnavailable) {
 		t.Fatalf("Done after the interval = %v; want ErrUnavailable", err)
 	}
 	if n := redis.dials(t); n != 3 {
@@ -379,7 +379,7 @@ func TestCancelledRequestDoesNotMarkRedisDown(t *testing.T) {
 	if _, err := g.Acquire(ctx, "x", time.Second); err == nil {
 		t.Fatal("Acquire with a cancelled context succeeded")
 	}
-	g.MarkDone(ctx, "x", "v", time.Second)
+	g.MarkDone(ctx, "T", "x", "v", time.Second)
 	// The client gave up; Redis is healthy and the next request must still use it.
 	l, err := g.Acquire(context.Background(), "x", time.Second)
 	if err != nil {
@@ -391,12 +391,12 @@ func TestCancelledRequestDoesNotMarkRedisDown(t *testing.T) {
 func TestDoneAllAndMarkAllDone(t *testing.T) {
 	g := testenv.Guard(t)
 	ctx := context.Background()
-	g.MarkAllDone(ctx, "APPLIED", time.Minute, "a", "b")
-	found, err := g.DoneAll(ctx, "a", "missing", "b")
+	g.MarkAllDone(ctx, "T", "APPLIED", time.Minute, "a", "b")
+	found, err := g.DoneAll(ctx, "T", "a", "missing", "b")
 	if err != nil || len(found) != 3 || !found[0] || found[1] || !found[2] {
 		t.Fatalf("DoneAll = %v, %v; want [true false true]", found, err)
 	}
-	if _, err := testenv.DeadGuard(t).DoneAll(ctx, "a"); !errors.Is(err, guard.ErrUnavailable) {
+	if _, err := testenv.DeadGuard(t).DoneAll(ctx, "T", "a"); !errors.Is(err, guard.ErrUnavailable) {
 		t.Fatalf("dead guard: %v, want ErrUnavailable", err)
 	}
 }
@@ -414,7 +414,7 @@ func TestCheckAndAcquire(t *testing.T) {
 		t.Fatalf("second: %v %v, want ErrHeld", l2, err)
 	}
 	// Done: markers set before the lock goes back; now the first marker answers, no lock tried.
-	g.MarkDoneAndRelease(ctx, g.Namespace(), lock, "APPLIED", time.Minute, 0, "pay:1")
+	g.MarkDoneAndRelease(ctx, g.Namespace(), "t1", lock, "APPLIED", time.Minute, 0, "pay:1")
 	found, l3, err := g.CheckAndAcquire(ctx, "t1", time.Minute, "pay:1", "note:other")
 	if err != nil || l3 != nil || !found[0] || found[1] {
 		t.Fatalf("after done: %v %v %v; want [true false], no lock", found, l3, err)
@@ -441,16 +441,16 @@ func TestNamespaces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.MarkDoneAndRelease(ctx, a.Namespace(), lock, "APPLIED", time.Minute, 42, "pay:alipay:X")
+	a.MarkDoneAndRelease(ctx, a.Namespace(), "trade:T1", lock, "APPLIED", time.Minute, 42, "pay:alipay:X")
 	if found, lock, err := b.CheckAndAcquire(ctx, "trade:T1", time.Minute, "pay:alipay:X"); err != nil || found[0] || lock == nil {
 		t.Fatalf("db-b saw db-a's marker or lock: %v %v %v", found, lock, err)
 	}
-	if found, _ := a.DoneAll(ctx, "pay:alipay:X"); !found[0] {
+	if found, _ := a.DoneAll(ctx, "trade:T1", "pay:alipay:X"); !found[0] {
 		t.Fatal("db-a lost its own marker")
 	}
 	// A new epoch of the same database is a new namespace too.
 	a.SetNamespace("db-a", 2)
-	if found, _ := a.DoneAll(ctx, "pay:alipay:X"); found[0] {
+	if found, _ := a.DoneAll(ctx, "trade:T1", "pay:alipay:X"); found[0] {
 		t.Fatal("a marker of epoch 1 answered in epoch 2")
 	}
 
@@ -480,8 +480,8 @@ func TestNamespaces(t *testing.T) {
 	// for a commit the database lost.
 	before := a.Namespace()
 	a.SetNamespace("db-a", 5)
-	a.MarkDoneAndRelease(ctx, before, nil, "APPLIED", time.Minute, 99, "pay:alipay:late")
-	if found, _ := a.DoneAll(ctx, "pay:alipay:late"); found[0] {
+	a.MarkDoneAndRelease(ctx, before, "trade:T1", nil, "APPLIED", time.Minute, 99, "pay:alipay:late")
+	if found, _ := a.DoneAll(ctx, "trade:T1", "pay:alipay:late"); found[0] {
 		t.Fatal("a late marker landed in the new epoch")
 	}
 	if n, _ := a.HighWater(ctx, "db-a", 5); n != 0 {
@@ -489,7 +489,7 @@ func TestNamespaces(t *testing.T) {
 	}
 
 	a.Suspend()
-	if _, err := a.DoneAll(ctx, "pay:alipay:X"); !errors.Is(err, guard.ErrUnavailable) {
+	if _, err := a.DoneAll(ctx, "trade:T1", "pay:alipay:X"); !errors.Is(err, guard.ErrUnavailable) {
 		t.Fatalf("suspended guard answered: %v", err)
 	}
 	if _, err := a.Acquire(ctx, "x", time.Second); !errors.Is(err, guard.ErrUnavailable) {

@@ -56,7 +56,7 @@ func TestDailyBills(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	g := guard.New(guard.Options{Addr: cfg.Redis.Addr, Password: cfg.Redis.Password, DB: cfg.Redis.DB}, log)
+	g := guard.New(guardOptions(cfg.Redis, nil), log)
 	defer g.Close()
 	g.Suspend()
 	applier := apply.New(db, g, cfg.Idempotency.RedisTTL, log)

@@ -390,16 +390,22 @@ func doctorMySQL(ctx context.Context, cfg *config.Config, c *checklist) {
 
 func doctorRedis(ctx context.Context, cfg *config.Config, c *checklist) {
 	redis.SetLogger(guard.LibraryLogger(zerolog.Nop())) // the check's line says what failed
-	rc := redis.NewClient(&redis.Options{Addr: cfg.Redis.Addr, Password: cfg.Redis.Password, DB: cfg.Redis.DB,
+	o := guardOptions(cfg.Redis, nil)
+	where := strings.Join(o.Addrs, ",")
+	if o.Mode != guard.ModeSingle {
+		where = o.Mode + " " + where // a Redis Cluster's seeds or the Sentinels
+	}
+	rc := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: o.Addrs, MasterName: o.MasterName,
+		IsClusterMode: o.Mode == guard.ModeCluster, Password: o.Password, DB: o.DB,
 		DialTimeout: 3 * time.Second, ReadTimeout: 3 * time.Second, MaxRetries: -1})
 	defer rc.Close()
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := rc.Ping(pctx).Err(); err != nil {
-		c.fail("redis", "%s: %v (serve runs on MySQL alone, slower, until it answers)", cfg.Redis.Addr, err)
+		c.fail("redis", "%s: %v (serve runs on MySQL alone, slower, until it answers)", where, err)
 		return
 	}
-	c.ok("redis", "%s answers", cfg.Redis.Addr)
+	c.ok("redis", "%s answers", where)
 }
 
 // doctorProbes sends each enabled channel's notify route a notification signed with a key made

@@ -245,11 +245,11 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 		}
 	}
 	redis.SetLogger(guard.LibraryLogger(log))
-	g := guard.New(guard.Options{Addr: cfg.Redis.Addr, Password: cfg.Redis.Password, DB: cfg.Redis.DB, Metrics: met}, log)
+	g := guard.New(guardOptions(cfg.Redis, met), log)
 	defer g.Close()
 	met.Up("redis", g.Ping)
 	if err := g.Ping(ctx); err != nil {
-		log.Warn().Str("redis", cfg.Redis.Addr).Msg("redis unavailable at start: serving with MySQL alone until it answers")
+		log.Warn().Strs("redis", cfg.Redis.Endpoints()).Str("mode", cfg.Redis.Mode).Msg("redis unavailable at start: serving with MySQL alone until it answers")
 	}
 
 	// Services and channels.
@@ -426,7 +426,7 @@ func why(ctx context.Context, cfg *config.Config, tradeNo string, stdout io.Writ
 	}
 	defer db.Close()
 	redis.SetLogger(guard.LibraryLogger(zerolog.Nop()))
-	g := guard.New(guard.Options{Addr: cfg.Redis.Addr, Password: cfg.Redis.Password, DB: cfg.Redis.DB}, zerolog.Nop())
+	g := guard.New(guardOptions(cfg.Redis, nil), zerolog.Nop())
 	defer g.Close()
 	g.Suspend()
 	_ = identity.New(db, g, zerolog.Nop(), nil).Check(ctx) // refusals are kept per database; none if unknown
@@ -442,4 +442,10 @@ func why(ctx context.Context, cfg *config.Config, tradeNo string, stdout io.Writ
 		fmt.Fprintf(stdout, "%s  %-8s %s\n", f.At.UTC().Format(time.RFC3339), f.Source, f.Text)
 	}
 	return nil
+}
+
+// guardOptions is the guard's connection from the redis section: one server, a Redis Cluster or
+// a Sentinel-managed master.
+func guardOptions(r config.Redis, met *metrics.Metrics) guard.Options {
+	return guard.Options{Mode: r.Mode, Addrs: r.Endpoints(), MasterName: r.MasterName, Password: r.Password, DB: r.DB, Metrics: met}
 }

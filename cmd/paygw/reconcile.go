@@ -463,7 +463,7 @@ func openApplier(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*
 		return nil, nil, nil, err
 	}
 	redis.SetLogger(guard.LibraryLogger(log))
-	g := guard.New(guard.Options{Addr: cfg.Redis.Addr, Password: cfg.Redis.Password, DB: cfg.Redis.DB}, log)
+	g := guard.New(guardOptions(cfg.Redis, nil), log)
 	applier := apply.New(db, g, cfg.Idempotency.RedisTTL, log)
 	g.Suspend()
 	if err := identity.New(db, g, log.Level(zerolog.WarnLevel), applier.ForgetMarkers).Check(ctx); err != nil {

@@ -296,3 +296,69 @@ func runQuiet(cmd *exec.Cmd) (string, error) {
 	err := cmd.Run()
 	return stderr.String(), err
 }
+
+// The local Redis Cluster of scripts/redis-cluster.sh (its default ports).
+const redisClusterSeed = "127.0.0.1:7101"
+
+var redisClusterMu sync.Mutex
+
+// RedisCluster starts the local 6-node Redis Cluster unless it is up (scripts/redis-cluster.sh
+// up, which also restarts a node a test killed) and returns its seed addresses. A cluster that
+// cannot start fails the test: it is never skipped.
+func RedisCluster(tb testing.TB) []string {
+	tb.Helper()
+	redisClusterMu.Lock()
+	defer redisClusterMu.Unlock()
+	cmd := exec.Command(filepath.Join(repoRoot(tb), "scripts", "redis-cluster.sh"), "up")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("scripts/redis-cluster.sh up: %v\n%s", err, out)
+	}
+	return []string{redisClusterSeed}
+}
+
+// RedisClusterPid is the pid of the cluster node listening at addr (host:port), from the
+// script's pid file.
+func RedisClusterPid(tb testing.TB, addr string) int {
+	tb.Helper()
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(repoRoot(tb), ".redis-cluster", "redis-"+port+".pid"))
+	if err != nil {
+		tb.Fatalf("pid of the cluster node %s: %v", addr, err)
+	}
+	var pid int
+	if _, err := fmt.Sscan(strings.TrimSpace(string(b)), &pid); err != nil || pid <= 0 {
+		tb.Fatalf("pid file of the cluster node %s holds %q", addr, b)
+	}
+	return pid
+}
+
+// ClusterGuard returns a guard on the local Redis Cluster (started if need be) whose keys carry
+// a prefix of this test's own.
+func ClusterGuard(tb testing.TB, timeout time.Duration, log zerolog.Logger) *guard.Guard {
+	tb.Helper()
+	quietRedisLogs()
+	addrs := RedisCluster(tb)
+	g := guard.New(guard.Options{Mode: guard.ModeCluster, Addrs: addrs, Prefix: "paygw-test:" + Random(6) + ":", Timeout: timeout}, log)
+	tb.Cleanup(func() { _ = g.Close() })
+	return g
+}
+
+// repoRoot is the repository's top directory: the one holding go.mod, above the test's package.
+func repoRoot(tb testing.TB) string {
+	tb.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d
+		}
+		if filepath.Dir(d) == d {
+			tb.Fatalf("no go.mod above %s", dir)
+		}
+	}
+}
