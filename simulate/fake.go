@@ -2,6 +2,7 @@ package simulate
 
 import (
 	"context"
+	"crypto/rsa"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -236,4 +237,35 @@ func (f *Fake) channelRoutes(mux *http.ServeMux) {
 	f.stripeBillRoutes(mux)
 	f.unionPayRoutes(mux)
 	f.unionPayBillRoutes(mux)
+}
+
+// alipayKeys is what the Alipay fake holds: the app's public key, to check requests, and the
+// Alipay signer, to sign answers. err names what the sandbox lacks.
+func (f *Fake) alipayKeys() (*rsa.PublicKey, AlipaySigner, error) {
+	appKey, err := loadFakePublicKey(f.dir, f.manifest.Alipay.AppPublicKeyFile)
+	signer, _ := f.signers["alipay"].(AlipaySigner)
+	if err == nil && signer.Key == nil {
+		err = errors.New("no Alipay private key")
+	}
+	return appKey, signer, err
+}
+
+// wechatKeys is what the WeChat Pay fake holds: the merchant's public key, to check requests'
+// Authorization, and the platform signer, to sign answers. err names what the sandbox lacks.
+func (f *Fake) wechatKeys() (*rsa.PublicKey, WeChatPaySigner, error) {
+	merchantKey, err := loadFakePublicKey(f.dir, f.manifest.WeChatPay.MerchantPublicKeyFile)
+	signer, _ := f.signers["wechatpay"].(WeChatPaySigner)
+	if err == nil && signer.Key == nil {
+		err = errors.New("no WeChat Pay platform private key")
+	}
+	return merchantKey, signer, err
+}
+
+// sandboxKeysFailed answers 500 and reports true when err says the sandbox keys are unusable.
+func sandboxKeysFailed(w http.ResponseWriter, err error) bool {
+	if err == nil {
+		return false
+	}
+	http.Error(w, "sandbox keys: "+err.Error(), http.StatusInternalServerError)
+	return true
 }

@@ -21,14 +21,9 @@ import (
 
 // alipayRoutes serves Alipay's openapi gateway: POST /gateway.do, method alipay.trade.query.
 func (f *Fake) alipayRoutes(mux *http.ServeMux) {
-	appKey, err := loadFakePublicKey(f.dir, f.manifest.Alipay.AppPublicKeyFile)
-	signer, _ := f.signers["alipay"].(AlipaySigner)
-	if err == nil && signer.Key == nil {
-		err = errors.New("no Alipay private key")
-	}
+	appKey, signer, err := f.alipayKeys()
 	mux.HandleFunc("POST /gateway.do", func(w http.ResponseWriter, r *http.Request) {
-		if err != nil {
-			http.Error(w, "sandbox keys: "+err.Error(), http.StatusInternalServerError)
+		if sandboxKeysFailed(w, err) {
 			return
 		}
 		f.alipayGateway(w, r, appKey, signer.Key)

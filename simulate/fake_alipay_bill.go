@@ -9,7 +9,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"net/url"
@@ -25,11 +24,7 @@ import (
 // .csv.zip holding the 业务明细 and 业务明细(汇总) files, GBK, with GBK entry names and no UTF-8
 // flag. Every other gateway method goes to gateway, the trade query's mux.
 func (f *Fake) alipayBillRoutes(mux *http.ServeMux, gateway http.Handler) {
-	appKey, err := loadFakePublicKey(f.dir, f.manifest.Alipay.AppPublicKeyFile)
-	signer, _ := f.signers["alipay"].(AlipaySigner)
-	if err == nil && signer.Key == nil {
-		err = errors.New("no Alipay private key")
-	}
+	appKey, signer, err := f.alipayKeys()
 	mux.HandleFunc("POST /gateway.do", func(w http.ResponseWriter, r *http.Request) {
 		raw, rerr := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<16))
 		if rerr != nil {
@@ -42,8 +37,7 @@ func (f *Fake) alipayBillRoutes(mux *http.ServeMux, gateway http.Handler) {
 			gateway.ServeHTTP(w, r)
 			return
 		}
-		if err != nil {
-			http.Error(w, "sandbox keys: "+err.Error(), http.StatusInternalServerError)
+		if sandboxKeysFailed(w, err) {
 			return
 		}
 		f.alipayBillURL(w, r, form, appKey, signer.Key)

@@ -9,7 +9,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -22,14 +21,9 @@ import (
 // wechatPayRoutes serves WeChat Pay API v3's order query by out_trade_no and its platform
 // certificate download.
 func (f *Fake) wechatPayRoutes(mux *http.ServeMux) {
-	merchantKey, err := loadFakePublicKey(f.dir, f.manifest.WeChatPay.MerchantPublicKeyFile)
-	signer, _ := f.signers["wechatpay"].(WeChatPaySigner)
-	if err == nil && signer.Key == nil {
-		err = errors.New("no WeChat Pay platform private key")
-	}
+	merchantKey, signer, err := f.wechatKeys()
 	mux.HandleFunc("GET /v3/pay/transactions/out-trade-no/{out_trade_no}", func(w http.ResponseWriter, r *http.Request) {
-		if err != nil {
-			http.Error(w, "sandbox keys: "+err.Error(), http.StatusInternalServerError)
+		if sandboxKeysFailed(w, err) {
 			return
 		}
 		f.wechatQuery(w, r, merchantKey, signer)
@@ -38,8 +32,7 @@ func (f *Fake) wechatPayRoutes(mux *http.ServeMux) {
 		f.mu.Lock()
 		f.asked[wechatCertificatesAsked]++
 		f.mu.Unlock()
-		if err != nil {
-			http.Error(w, "sandbox keys: "+err.Error(), http.StatusInternalServerError)
+		if sandboxKeysFailed(w, err) {
 			return
 		}
 		f.wechatCertificates(w, r, merchantKey, signer)
@@ -83,8 +76,7 @@ func (f *Fake) wechatCertificates(w http.ResponseWriter, r *http.Request, mercha
 		return
 	}
 	certs, err := f.wechatPlatformCertificates()
-	if err != nil {
-		http.Error(w, "sandbox keys: "+err.Error(), http.StatusInternalServerError)
+	if sandboxKeysFailed(w, err) {
 		return
 	}
 	cst := time.FixedZone("CST", 8*3600)
@@ -93,8 +85,7 @@ func (f *Fake) wechatCertificates(w http.ResponseWriter, r *http.Request, mercha
 	}{Data: []wechatCertificate{}}
 	for _, c := range certs {
 		sealed, err := signer.encryptWith(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw}), "certificate", wechatNonce(12))
-		if err != nil {
-			http.Error(w, "sandbox keys: "+err.Error(), http.StatusInternalServerError)
+		if sandboxKeysFailed(w, err) {
 			return
 		}
 		e := wechatCertificate{SerialNo: wechatCertSerial(c),

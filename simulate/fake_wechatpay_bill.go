@@ -7,7 +7,6 @@ import (
 	"crypto/sha1" // #nosec G505 -- WeChat Pay states its bills' digest as SHA1
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -19,21 +18,15 @@ import (
 // download: the bill text gzip-compressed, without Wechatpay-* headers, as WeChat sends it. A day
 // without trades is 400 NO_STATEMENT_EXIST; today's bill is 400 STATEMENT_CREATING.
 func (f *Fake) wechatPayBillRoutes(mux *http.ServeMux) {
-	merchantKey, err := loadFakePublicKey(f.dir, f.manifest.WeChatPay.MerchantPublicKeyFile)
-	signer, _ := f.signers["wechatpay"].(WeChatPaySigner)
-	if err == nil && signer.Key == nil {
-		err = errors.New("no WeChat Pay platform private key")
-	}
+	merchantKey, signer, err := f.wechatKeys()
 	mux.HandleFunc("GET /v3/bill/tradebill", func(w http.ResponseWriter, r *http.Request) {
-		if err != nil {
-			http.Error(w, "sandbox keys: "+err.Error(), http.StatusInternalServerError)
+		if sandboxKeysFailed(w, err) {
 			return
 		}
 		f.wechatTradeBill(w, r, merchantKey, signer)
 	})
 	mux.HandleFunc("GET /v3/billdownload/file", func(w http.ResponseWriter, r *http.Request) {
-		if err != nil {
-			http.Error(w, "sandbox keys: "+err.Error(), http.StatusInternalServerError)
+		if sandboxKeysFailed(w, err) {
 			return
 		}
 		f.wechatBillDownload(w, r, merchantKey, signer)
