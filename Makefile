@@ -8,7 +8,7 @@ export MYSQL_PORT REDIS_PORT
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GOSEC       := github.com/securego/gosec/v2/cmd/gosec@v2.30.0
 
-.PHONY: all build services services-down test run lint fuzz clean bench chaos
+.PHONY: all build services services-down test run lint fuzz clean bench chaos chaos-cluster
 
 all: build
 
@@ -36,6 +36,7 @@ test: services
 	  exit $$status
 	go run ./internal/secretscan -secrets .test.secrets -log .test.log
 	scripts/chaos.sh --short
+	scripts/chaos.sh --cluster --short
 	scripts/model.sh
 
 run: services build
@@ -63,6 +64,13 @@ fuzz:
 # writes the figures into docs/reliability.md. `scripts/chaos.sh --short` is the CI version.
 chaos:
 	scripts/chaos.sh
+
+# The same on its own 3-node Galera cluster (3321..3323, one replica per node) and 6-node Redis
+# Cluster (7201..7206): storm with and without the guard, a Galera node SIGKILL (back by IST), a
+# Redis master SIGKILL (failover), replica SIGKILLs; figures into docs/reliability.md.
+# `scripts/chaos.sh --cluster --short` is the CI version (inside make test).
+chaos-cluster:
+	scripts/chaos.sh --cluster
 
 # The Promela model of the apply protocol, checked by spin (installed if missing); about a minute.
 # See apply/model/README.md. Part of make test.

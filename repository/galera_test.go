@@ -4,13 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/paygw/paygw/internal/testenv"
-	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/repository"
 )
 
@@ -22,9 +23,8 @@ func TestOpenDetectsNoGalera(t *testing.T) {
 }
 
 // GetRecord after a duplicate key must see the record another node committed, even when this
-// node has not applied that node's write set yet. Node 2's appliers are held back by FLUSH TABLES
-// WITH READ LOCK while node 1 commits a record: a plain read on node 2 misses it, GetRecord waits
-// for node 2 to catch up (wsrep_sync_wait) and finds it.
+// node has not applied that node's write set yet: a plain read on the lagging node misses it,
+// GetRecord waits for node 2 to catch up (wsrep_sync_wait) and finds it.
 func TestGaleraGetRecordIsCausal(t *testing.T) {
 	dsns := testenv.GaleraDatabase(t)
 	ctx := context.Background()
@@ -32,68 +32,127 @@ func TestGaleraGetRecordIsCausal(t *testing.T) {
 	if !n1.Galera() || !n2.Galera() {
 		t.Fatal("Open did not detect Galera (wsrep_on)")
 	}
-
-	raw, err := sql.Open("mysql", dsns[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	hold, err := raw.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hold.Close()
-	if _, err := hold.ExecContext(ctx, "FLUSH TABLES WITH READ LOCK"); err != nil {
-		t.Fatal(err)
-	}
-	unlocked := false
-	unlock := func() {
-		if !unlocked {
-			unlocked = true
-			if _, err := hold.ExecContext(ctx, "UNLOCK TABLES"); err != nil {
-				t.Error(err)
-			}
-		}
-	}
-	defer unlock()
+	plain, release := lagging(t, dsns[1])
 
 	key := "causal-" + testenv.Random(6)
 	if _, err := n1.Claim(ctx, repository.BizPayNotify, "alipay", key, "h", "tok"); err != nil {
 		t.Fatal(err)
 	}
-	var plain int
-	if err := raw.QueryRowContext(ctx, "SELECT COUNT(*) FROM idempotent_record WHERE idem_key = ?", key).Scan(&plain); err != nil {
+	requireLag(t, plain, "SELECT COUNT(*) FROM idempotent_record WHERE idem_key = ?", key)
+	waitsForRelease(t, release, func() error {
+		rec, err := n2.GetRecord(ctx, repository.BizPayNotify, "alipay", key)
+		if err != nil || rec.Key != key {
+			return fmt.Errorf("GetRecord = %+v, %v; want the record node 1 committed", rec, err)
+		}
+		return nil
+	})
+}
+
+// The identity watcher's reads are causal too. Otherwise a node lagging behind the node where
+// another replica committed (and raised the high-water mark, or moved the epoch on) looks like a
+// database gone back in time, and the watcher starts a new epoch for nothing.
+func TestGaleraWatcherReadsAreCausal(t *testing.T) {
+	dsns := testenv.GaleraDatabase(t)
+	ctx := context.Background()
+	n1, n2 := testenv.Open(t, dsns[0]), testenv.Open(t, dsns[1])
+	plain, release := lagging(t, dsns[1])
+
+	key := "causal-" + testenv.Random(6)
+	if _, err := n1.Claim(ctx, repository.BizPayNotify, "alipay", key, "h", "tok"); err != nil {
 		t.Fatal(err)
 	}
-	if plain != 0 {
+	wantID, err := n1.MaxRecordID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEpoch, err := n1.BumpEpoch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireLag(t, plain, "SELECT COUNT(*) FROM idempotent_record WHERE id = ?", wantID)
+	waitsForRelease(t, release, func() error {
+		if id, err := n2.MaxRecordID(ctx); err != nil || id < wantID {
+			return fmt.Errorf("MaxRecordID = %d, %v; want %d, node 1's commit", id, err, wantID)
+		}
+		return nil
+	}, func() error {
+		if id, err := n2.Identity(ctx); err != nil || id.Epoch != wantEpoch {
+			return fmt.Errorf("Identity = %+v, %v; want epoch %d, node 1's", id, err, wantEpoch)
+		}
+		return nil
+	})
+}
+
+// lagging holds back the appliers of the node at dsn (FLUSH TABLES WITH READ LOCK on a connection
+// of its own) until release is called, at the latest when the test ends. plain reads that node
+// without waiting.
+func lagging(t *testing.T, dsn string) (plain *sql.DB, release func()) {
+	t.Helper()
+	ctx := context.Background()
+	plain, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = plain.Close() })
+	hold, err := plain.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hold.ExecContext(ctx, "FLUSH TABLES WITH READ LOCK"); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			if _, err := hold.ExecContext(ctx, "UNLOCK TABLES"); err != nil {
+				t.Error(err)
+			}
+			_ = hold.Close()
+		})
+	}
+	t.Cleanup(release)
+	return plain, release
+}
+
+// requireLag checks that a plain read on the held node does not see node 1's commit yet (q counts
+// the rows that commit wrote): without the lag the test proves nothing.
+func requireLag(t *testing.T, plain *sql.DB, q string, args ...any) {
+	t.Helper()
+	var n int
+	if err := plain.QueryRowContext(context.Background(), q, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
 		t.Fatal("node 2 applied node 1's commit despite the read lock: the lag this test needs did not happen")
 	}
+}
 
-	type answer struct {
-		rec repository.Record
-		err error
-	}
-	got := make(chan answer, 1)
+// waitsForRelease runs each causal read on the lagging node at once, requires that none answers
+// within 300 ms, releases the node, and requires every read to succeed then.
+func waitsForRelease(t *testing.T, release func(), reads ...func() error) {
+	t.Helper()
+	got := make(chan error, len(reads))
 	start := time.Now()
-	go func() {
-		rec, err := n2.GetRecord(ctx, repository.BizPayNotify, "alipay", key)
-		got <- answer{rec, err}
-	}()
+	for _, read := range reads {
+		go func() { got <- read() }()
+	}
 	select {
-	case a := <-got:
-		t.Fatalf("GetRecord on the lagging node answered at once: %+v, %v; want it to wait for the commit", a.rec, a.err)
+	case err := <-got:
+		t.Fatalf("a causal read on the lagging node answered at once (%v); want it to wait for node 1's commit", err)
 	case <-time.After(300 * time.Millisecond):
 	}
-	unlock()
-	select {
-	case a := <-got:
-		if errors.Is(a.err, payment.ErrNotFound) || a.err != nil || a.rec.Key != key {
-			t.Fatalf("GetRecord = %+v, %v; want the record node 1 committed", a.rec, a.err)
+	release()
+	for range reads {
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("a causal read did not return after the lock was released")
 		}
-		t.Logf("GetRecord waited %s for node 2 to apply node 1's commit", time.Since(start).Round(time.Millisecond))
-	case <-time.After(20 * time.Second):
-		t.Fatal("GetRecord did not return after the lock was released")
 	}
+	t.Logf("the causal reads waited %s for node 2 to apply node 1's commit", time.Since(start).Round(time.Millisecond))
 }
 
 // Two nodes insert the same unique key: neither statement fails (each node sees only its own

@@ -18,7 +18,7 @@ type Identity struct {
 func (db *DB) Identity(ctx context.Context) (Identity, error) {
 	const q = `SELECT instance_id, epoch FROM db_identity WHERE id = 1`
 	var id Identity
-	if err := db.x.GetContext(ctx, &id, q); err != nil {
+	if err := db.x.GetContext(ctx, &id, db.causalRead(q)); err != nil {
 		return Identity{}, notFound(err)
 	}
 	return id, nil
@@ -46,10 +46,12 @@ func (db *DB) BumpEpoch(ctx context.Context) (uint64, error) {
 }
 
 // MaxRecordID is the largest idempotent_record id committed: the primary key's last entry.
+// Like Identity it is a causal read: on Galera, another node's commit that a replica's high-water
+// mark already vouches for must not look like a database gone back in time.
 func (db *DB) MaxRecordID(ctx context.Context) (int64, error) {
 	const q = `SELECT COALESCE(MAX(id), 0) FROM idempotent_record`
 	var n int64
-	err := db.x.GetContext(ctx, &n, q)
+	err := db.x.GetContext(ctx, &n, db.causalRead(q))
 	return n, err
 }
 

@@ -9,8 +9,10 @@
 #
 # Node i listens for SQL on 127.0.0.1:$((GALERA_PORT+i-1)) (default 3311..3313), for group
 # communication on 4571..4573, IST on 4581..4583 and rsync SST on 4591..4593. Root logs in over
-# TCP without a password, like scripts/services.sh. State lives in <repo>/.galera/ (git-ignored), or
-# in /var/tmp/paygw-galera-<checksum of the repo path> when the nodes' user cannot reach the repo.
+# TCP without a password, like scripts/services.sh. GALERA_GCOMM_PORT, GALERA_IST_PORT and
+# GALERA_SST_PORT move the other ports. State lives in <repo>/.galera/ (.galera-<GALERA_PORT>/ for
+# other ports; git-ignored), or in /var/tmp/paygw-galera-<checksum of the repo path>[-<port>] when
+# the nodes' user cannot reach the repo.
 # A cluster that already answers on those ports (started elsewhere) is used as is, never stopped.
 #
 # As root, the nodes run as user mysql with datadirs it owns: the rsync SST daemon drops to nobody and
@@ -33,11 +35,15 @@ PROVIDER=/usr/lib/galera/libgalera_smm.so
 if [ "$(id -u)" -eq 0 ]; then RUN_USER=mysql; else RUN_USER="$(id -un)"; fi
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
-DIR="$REPO/.galera"
+# The default ports' cluster (the tests') keeps its state in .galera; another set of ports (make
+# chaos-cluster's) in .galera-<port>, so two clusters never share a datadir.
+SUFFIX=
+[ "$GALERA_PORT" = 3311 ] || SUFFIX="-$GALERA_PORT"
+DIR="$REPO/.galera$SUFFIX"
 # The nodes' user must reach their state. A checkout under a private directory (mktemp -d makes it
 # 0700) is out of mysql's reach; the state then lives in /var/tmp, one directory per checkout.
 if [ "$RUN_USER" != "$(id -un)" ] && ! runuser -u "$RUN_USER" -- test -x "$REPO" 2>/dev/null; then
-  DIR="/var/tmp/paygw-galera-$(printf '%s' "$REPO" | cksum | cut -d' ' -f1)"
+  DIR="/var/tmp/paygw-galera-$(printf '%s' "$REPO" | cksum | cut -d' ' -f1)$SUFFIX"
 fi
 
 log() { printf 'galera: %s\n' "$*" >&2; }

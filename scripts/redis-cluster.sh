@@ -7,7 +7,8 @@
 #   scripts/redis-cluster.sh status   print cluster_state as each node sees it
 #
 # Ports: REDIS_CLUSTER_PORT (default 7101) and the next five, on 127.0.0.1. State (data, nodes.conf,
-# logs, pid files redis-<port>.pid) lives in <repo>/.redis-cluster/ (git-ignored). up is idempotent:
+# logs, pid files redis-<port>.pid) lives in <repo>/.redis-cluster/ (.redis-cluster-<port>/ for other
+# ports; git-ignored). up is idempotent:
 # a node already running is left alone, a node that died (a killed master) is started again and
 # rejoins from its nodes.conf, as a replica of the master that replaced it.
 set -euo pipefail
@@ -19,6 +20,7 @@ export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 STATE="$REPO/.redis-cluster"
+[ "$BASE" = 7101 ] || STATE="$REPO/.redis-cluster-$BASE" # another cluster (make chaos-cluster's)
 PORTS=()
 for i in 0 1 2 3 4 5; do PORTS+=("$((BASE + i))"); done
 

@@ -21,6 +21,7 @@ type replica struct {
 	n       int
 	bin     string
 	addr    string
+	admin   string // the admin listener: /metrics
 	cfg     string
 	logPath string
 
@@ -86,6 +87,13 @@ func (r *replica) current() (*exec.Cmd, chan struct{}) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.cmd, r.done
+}
+
+// startCount is how many times the process was started (1 before any kill).
+func (r *replica) startCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.starts
 }
 
 func (r *replica) pid() int {

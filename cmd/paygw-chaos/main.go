@@ -25,7 +25,9 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
 
+	"github.com/paygw/paygw/guard"
 	"github.com/paygw/paygw/simulate"
 )
 
@@ -33,6 +35,7 @@ type options struct {
 	short       bool
 	bin         string
 	script      string
+	repo        string // the checkout holding scripts/
 	servicesDir string
 	mysqlPort   int
 	redisPort   int
@@ -45,6 +48,13 @@ type options struct {
 	phaseLimit  time.Duration
 	doc         string
 	guardTTL    time.Duration
+
+	// --cluster: a 3-node Galera cluster (scripts/galera.sh) and a 6-node Redis Cluster
+	// (scripts/redis-cluster.sh) instead of one MariaDB and one Redis.
+	cluster          bool
+	galeraScript     string
+	galeraPort       int
+	redisClusterPort int
 }
 
 func main() {
@@ -78,6 +88,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&o.phaseLimit, "phase-limit", 0, "deadline of each phase (default 150s, 60s with --short)")
 	fs.DurationVar(&o.guardTTL, "guard-ttl", 30*time.Second, "idempotency.redis_ttl of the replicas (the shipped default; the trade guard is capped at 10s)")
 	fs.StringVar(&o.doc, "doc", "", "write the figures into this markdown file between the chaos markers")
+	fs.BoolVar(&o.cluster, "cluster", false, "run on a Galera cluster and a Redis Cluster (replica i writes to node i+1)")
+	fs.StringVar(&o.galeraScript, "galera", "scripts/galera.sh", "scripts/galera.sh (kills and restarts Galera nodes) with --cluster")
+	fs.IntVar(&o.galeraPort, "galera-port", 3321, "SQL port of the Galera cluster's node 1 with --cluster (node i: port+i-1); GALERA_*_PORT in the environment go to the script")
+	fs.IntVar(&o.redisClusterPort, "redis-cluster-port", 7201, "port of the Redis Cluster's first node with --cluster (the next five are the others)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -98,7 +112,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if o.work == "" {
 		return errors.New("--work DIR is required")
 	}
-	o.servicesDir = filepath.Join(filepath.Dir(filepath.Dir(mustAbs(o.script))), ".services")
+	o.repo = filepath.Dir(filepath.Dir(mustAbs(o.script)))
+	o.servicesDir = filepath.Join(o.repo, ".services")
 
 	c, err := setUp(ctx, o, stderr)
 	if c != nil {
@@ -108,18 +123,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	start := time.Now()
-	var all []*figures
-	for _, p := range []struct {
+	type phase struct {
 		name string
 		fn   func(context.Context) (*figures, error)
-	}{
+	}
+	phases := []phase{
 		{"storm", c.storm},
 		{"redis", c.redisKill},
 		{"replica-kill", c.replicaKill},
 		{"mariadb", c.mariadbRestart},
 		{"sigterm", c.sigterm},
-	} {
+	}
+	if o.cluster {
+		phases = []phase{
+			{"storm", c.storm},
+			{"storm-unguarded", c.stormUnguarded},
+			{"galera-node", c.galeraKill},
+			{"redis-master", c.redisMasterKill},
+			{"replica-kill", c.replicaKill},
+		}
+	}
+	var all []*figures
+	for _, p := range phases {
 		c.logf("phase %s", p.name)
+		before := c.counters.sample(ctx, c)
 		pctx, cancel := context.WithTimeout(ctx, o.phaseLimit)
 		f, err := p.fn(pctx)
 		cancel()
@@ -129,6 +156,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		f.counts = c.counters.sample(ctx, c).minus(before)
 		if err := c.verify(ctx, f); err != nil {
 			return fmt.Errorf("phase %s: checking: %w", p.name, err)
 		}
@@ -145,31 +173,38 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := c.sweep(ctx); err != nil {
 		return err
 	}
-	g, err := checkGlobal(ctx, c.db, c.timeout)
-	if err != nil {
-		return err
-	}
-	final.problems = append(final.problems, g.problems()...)
-	// The create path: one order and one unit of stock per key, whatever the faults did.
-	var keys, created, stock int
+	var keys int
 	for _, f := range all {
 		if f.creates != nil {
 			keys += f.creates.keys
 		}
 	}
-	if err := c.db.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM orders WHERE sku = ?), num FROM stock WHERE sku = ?`,
-		createSKU, createSKU).Scan(&created, &stock); err != nil {
-		return err
+	for i, db := range c.nodes {
+		node := c.nodeName(i)
+		g, err := checkGlobal(ctx, db, c.timeout)
+		if err != nil {
+			return fmt.Errorf("%s: %w", node, err)
+		}
+		for _, p := range g.problems() {
+			final.problems = append(final.problems, node+": "+p)
+		}
+		// The create path: one order and one unit of stock per key, whatever the faults did.
+		var created, stock int
+		if err := db.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM orders WHERE sku = ?), num FROM stock WHERE sku = ?`,
+			createSKU, createSKU).Scan(&created, &stock); err != nil {
+			return fmt.Errorf("%s: %w", node, err)
+		}
+		if created != keys || stock != initialStock-keys {
+			final.problems = append(final.problems, fmt.Sprintf("%s: create path: %d orders and stock %d for %d keys, want %d and %d",
+				node, created, stock, keys, keys, initialStock-keys))
+		}
 	}
-	if created != keys || stock != initialStock-keys {
-		final.problems = append(final.problems, fmt.Sprintf("create path: %d orders and stock %d for %d keys, want %d and %d",
-			created, stock, keys, keys, initialStock-keys))
-	}
+	final.problems = append(final.problems, c.agree(ctx)...)
 
 	rep := report(o, all, final, time.Since(start))
 	fmt.Fprint(stdout, rep)
 	if o.doc != "" {
-		if err := writeDoc(o.doc, rep); err != nil {
+		if err := writeDoc(o, o.doc, rep); err != nil {
 			return err
 		}
 		c.logf("figures written to %s", o.doc)
@@ -191,7 +226,10 @@ type chaos struct {
 	o        options
 	log      io.Writer
 	svc      services
-	db       *sql.DB
+	galera   *galera
+	db       *sql.DB   // the checker's pool: nodes[0]
+	nodes    []*sql.DB // one pool per database node (one in single mode), causal reads on Galera
+	counters counters
 	replicas []*replica
 	urls     []string
 	cfgs     []string
@@ -206,12 +244,14 @@ func (c *chaos) logf(format string, args ...any) {
 
 func setUp(ctx context.Context, o options, logw io.Writer) (*chaos, error) {
 	c := &chaos{o: o, log: logw, timeout: 3 * time.Second,
-		svc: services{script: o.script, dir: o.servicesDir, mysqlPort: o.mysqlPort, redisPort: o.redisPort}}
+		svc:    services{script: o.script, dir: o.servicesDir, mysqlPort: o.mysqlPort, redisPort: o.redisPort},
+		galera: &galera{script: o.galeraScript, port: o.galeraPort}}
 	if err := os.MkdirAll(o.work, 0o700); err != nil {
 		return nil, err
 	}
 	// The checker's own pool meets the MariaDB restart too; database/sql retries, the log is noise.
 	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
+	redis.SetLogger(guard.LibraryLogger(zerolog.Nop())) // the probes of killed Redis nodes: expected refusals
 	keys := filepath.Join(o.work, "keys")
 	manifest, err := simulate.WriteKeys(keys, time.Now())
 	if err != nil {
@@ -226,36 +266,19 @@ func setUp(ctx context.Context, o options, logw io.Writer) (*chaos, error) {
 		return nil, err
 	}
 
-	// A fresh database and an empty Redis.
-	server := mysql.NewConfig()
-	server.User, server.Net, server.Addr = "root", "tcp", fmt.Sprintf("127.0.0.1:%d", o.mysqlPort)
-	server.Timeout = 3 * time.Second
-	admin, err := sql.Open("mysql", server.FormatDSN())
+	dsns, redisYAML, err := c.freshStores(ctx)
 	if err != nil {
-		return nil, err
-	}
-	defer admin.Close()
-	for _, q := range []string{"DROP DATABASE IF EXISTS paygw_chaos", "CREATE DATABASE paygw_chaos CHARACTER SET utf8mb4"} {
-		if _, err := admin.ExecContext(ctx, q); err != nil {
-			return nil, fmt.Errorf("MariaDB on %s (start it with MYSQL_PORT=%d scripts/services.sh up): %w", server.Addr, o.mysqlPort, err)
-		}
-	}
-	server.DBName, server.ParseTime = "paygw_chaos", true
-	if c.db, err = sql.Open("mysql", server.FormatDSN()); err != nil {
-		return nil, err
-	}
-	c.db.SetMaxOpenConns(8)
-	rc := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", o.redisPort)})
-	err = rc.FlushAll(ctx).Err()
-	_ = rc.Close() // the FLUSHALL error is the one to report
-	if err != nil {
-		return c, fmt.Errorf("redis on %d: %w", o.redisPort, err)
+		return c, err
 	}
 
-	// Three replicas' configs: same database, same Redis, own port.
+	// Three replicas' configs: same database (replica i on Galera node i+1), same Redis, own ports.
 	c.token = "chaos-" + randomHex(16)
 	for i := range 3 {
 		addr, err := freeAddr()
+		if err != nil {
+			return c, err
+		}
+		admin, err := freeAddr()
 		if err != nil {
 			return c, err
 		}
@@ -266,11 +289,12 @@ func setUp(ctx context.Context, o options, logw io.Writer) (*chaos, error) {
 log:
   level: warn
   format: json
+admin:
+  addr: %q
 mysql:
   dsn: %q
   max_open_conns: 24
-redis:
-  addr: "127.0.0.1:%d"
+%s
 idempotency:
   redis_ttl: %s
   db_timeout_clean_seconds: %d
@@ -278,17 +302,20 @@ auth:
   api_tokens:
     - name: chaos
       token: %q
-%s`, addr, server.FormatDSN(), o.redisPort, o.guardTTL, int(c.timeout/time.Second), c.token, channelsYAML)
+%s`, addr, admin, dsns[i%len(dsns)], redisYAML, o.guardTTL, int(c.timeout/time.Second), c.token, channelsYAML)
 		if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil { // #nosec G703 -- a file of the operator's --work directory
 			return c, err
 		}
 		c.cfgs = append(c.cfgs, cfg)
 		c.urls = append(c.urls, "http://"+addr)
-		c.replicas = append(c.replicas, &replica{n: i, bin: o.bin, addr: addr, cfg: cfg,
+		c.replicas = append(c.replicas, &replica{n: i, bin: o.bin, addr: addr, admin: admin, cfg: cfg,
 			logPath: filepath.Join(o.work, fmt.Sprintf("replica-%d.log", i))})
 	}
 	if out, err := c.paygw(ctx, "migrate", "--config", c.cfgs[0]); err != nil {
 		return c, fmt.Errorf("paygw migrate: %v\n%s", err, out)
+	}
+	if err := c.waitSchema(ctx); err != nil {
+		return c, err
 	}
 	for _, r := range c.replicas {
 		if err := r.start(ctx); err != nil {
@@ -310,7 +337,7 @@ auth:
 		}},
 		signers: signers, urls: c.urls, speedup: speedup, sem: make(chan struct{}, 192),
 	}
-	c.logf("3 replicas on %s; MariaDB :%d, Redis :%d; speedup %v", strings.Join(c.urls, " "), o.mysqlPort, o.redisPort, speedup)
+	c.logf("3 replicas on %s; %s; speedup %v", strings.Join(c.urls, " "), c.storesName(), speedup)
 	return c, nil
 }
 
@@ -318,8 +345,8 @@ func (c *chaos) tearDown() {
 	for _, r := range c.replicas {
 		r.stop()
 	}
-	if c.db != nil {
-		_ = c.db.Close() // best-effort teardown
+	for _, db := range c.nodes {
+		_ = db.Close() // best-effort teardown
 	}
 }
 
@@ -344,24 +371,33 @@ func (c *chaos) verify(ctx context.Context, f *figures) error {
 	if err := c.sweep(ctx); err != nil {
 		return err
 	}
-	v, err := checkOrders(ctx, c.db, f.prefix, f.orders)
-	if err != nil {
-		return err
+	for i, db := range c.nodes {
+		v, err := checkOrders(ctx, db, f.prefix, f.orders)
+		if err != nil {
+			return fmt.Errorf("%s: %w", c.nodeName(i), err)
+		}
+		g, err := checkGlobal(ctx, db, c.timeout)
+		if err != nil {
+			return fmt.Errorf("%s: %w", c.nodeName(i), err)
+		}
+		if i == 0 {
+			f.v, f.g = v, g
+			f.problems = append(f.problems, v.wrong...)
+			f.problems = append(f.problems, g.problems()...)
+			continue
+		}
+		if v.paid != f.v.paid || v.lost != f.v.lost || v.doubleApplies != f.v.doubleApplies || g != f.g {
+			f.fail("%s disagrees with %s: paid %d/%d, lost %d/%d, double %d/%d, %+v/%+v", c.nodeName(i), c.nodeName(0),
+				v.paid, f.v.paid, v.lost, f.v.lost, v.doubleApplies, f.v.doubleApplies, g, f.g)
+		}
 	}
-	f.v = v
-	f.problems = append(f.problems, v.wrong...)
+	f.problems = append(f.problems, c.agree(ctx)...)
 	if n := f.st.gaveUp.Load(); n > 0 {
 		f.problems = append(f.problems, fmt.Sprintf("%d sender(s) gave up without a success", n))
 	}
 	if n := f.st.refusals.Load(); n > 0 {
 		f.problems = append(f.problems, fmt.Sprintf("%d refusal(s) (4xx) of clean, correctly signed notifications", n))
 	}
-	g, err := checkGlobal(ctx, c.db, c.timeout)
-	if err != nil {
-		return err
-	}
-	f.g = g
-	f.problems = append(f.problems, g.problems()...)
 	return nil
 }
 

@@ -23,6 +23,7 @@ type figures struct {
 	problems    []string
 	took        time.Duration
 	creates     *createResult
+	counts      totals // counter increments during the phase (certification failures, retries)
 }
 
 func (c *chaos) newFigures(ctx context.Context, name, prefix string, n, dups int, fault string) (*figures, error) {
@@ -70,12 +71,17 @@ func (c *chaos) storm(ctx context.Context) (*figures, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.stormLoad(ctx, f)
+	return f, nil
+}
+
+// stormLoad sends every notification of f dups times at once, as fast as the replicas answer.
+func (c *chaos) stormLoad(ctx context.Context, f *figures) {
 	start := time.Now()
 	c.sender.load(ctx, f.st, f.orders, f.dups, 0, 48)
 	f.took = time.Since(start)
 	f.recover = "-"
 	f.notef("throughput %.0f requests/s", float64(f.st.requests.Load())/f.took.Seconds())
-	return f, nil
 }
 
 // createsDuring runs the idempotent create path against every replica while a fault lasts,
@@ -194,6 +200,7 @@ func (c *chaos) replicaKill(ctx context.Context) (*figures, error) {
 			}
 			next = time.After(2 * time.Second)
 			r := c.replicas[kills%len(c.replicas)]
+			c.counters.sample(ctx, c) // its counters die with it
 			t := time.Now()
 			if _, err := r.signal(syscall.SIGKILL, 5*time.Second); err != nil {
 				return err

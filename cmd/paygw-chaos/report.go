@@ -11,10 +11,14 @@ import (
 	"time"
 )
 
-const (
-	docBegin = "<!-- chaos:begin (written by scripts/chaos.sh; do not edit by hand) -->"
-	docEnd   = "<!-- chaos:end -->"
-)
+// docMarkers enclose the figures of one kind of run in its --doc file.
+func docMarkers(o options) (begin, end string) {
+	name, cmd := "chaos", "scripts/chaos.sh"
+	if o.cluster {
+		name, cmd = "chaos-cluster", "scripts/chaos.sh --cluster"
+	}
+	return "<!-- " + name + ":begin (written by " + cmd + "; do not edit by hand) -->", "<!-- " + name + ":end -->"
+}
 
 // report renders the figures as markdown: one table row per fault, then the details.
 func report(o options, all []*figures, final *figures, took time.Duration) string {
@@ -23,6 +27,9 @@ func report(o options, all []*figures, final *figures, took time.Duration) strin
 	if o.short {
 		mode = "--short"
 	}
+	if o.cluster {
+		mode += ", 3 Galera nodes and a 6-node Redis Cluster"
+	}
 	speed := make([]string, 0, 4)
 	for _, ch := range channelNames {
 		speed = append(speed, fmt.Sprintf("%s %.0fx", ch, speedupOf(o, ch)))
@@ -30,17 +37,22 @@ func report(o options, all []*figures, final *figures, took time.Duration) strin
 	sort.Strings(speed)
 	fmt.Fprintf(&b, "Run %s (%s), %s on %d CPUs, %s in all; schedules compressed: %s.\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04 MST"), mode, runtime.GOOS+"/"+runtime.GOARCH, runtime.NumCPU(), took.Round(time.Second), strings.Join(speed, ", "))
-	b.WriteString("| fault | orders x senders | requests | redeliveries | non-success replies | gave up | double-applies | lost | anomalies | time to recover | result |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| fault | orders x senders | requests | redeliveries | non-success replies | gave up | double-applies | lost | anomalies | certification failures | retries | time to recover | result |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, f := range all {
 		st := f.st
 		result := "ok"
 		if len(f.problems) > 0 {
 			result = fmt.Sprintf("**FAILED (%d)**", len(f.problems))
 		}
-		fmt.Fprintf(&b, "| %s: %s | %d x %d | %d | %d | %d | %d | %d | %d | %d | %s | %s |\n",
+		cert := "-" // one MariaDB certifies nothing
+		if o.cluster {
+			cert = fmt.Sprint(f.counts[countCertFailures])
+		}
+		fmt.Fprintf(&b, "| %s: %s | %d x %d | %d | %d | %d | %d | %d | %d | %d | %s | %.0f | %s | %s |\n",
 			f.name, f.fault, len(f.orders), f.dups, st.requests.Load(), st.redeliveries.Load(),
-			st.requests.Load()-st.success.Load(), st.gaveUp.Load(), f.v.doubleApplies, f.v.lost, f.g.anomalies, f.recover, result)
+			st.requests.Load()-st.success.Load(), st.gaveUp.Load(), f.v.doubleApplies, f.v.lost, f.g.anomalies,
+			cert, f.counts[countDeadlock]+f.counts[countLockWait], f.recover, result)
 	}
 	b.WriteString("\n")
 	for _, f := range all {
@@ -51,6 +63,8 @@ func report(o options, all []*figures, final *figures, took time.Duration) strin
 			fmt.Fprintf(&b, " [%s]", k)
 		}
 		fmt.Fprintf(&b, "; latency p50 %s p99 %s.", ms(st.percentile(0.5)), ms(st.percentile(0.99)))
+		fmt.Fprintf(&b, " Transactions retried by paygw: %.0f after a deadlock or certification failure (1213), %.0f after a lock-wait timeout; the guard fell back to the database %.0f times (Redis down).",
+			f.counts[countDeadlock], f.counts[countLockWait], f.counts[countRedisDown])
 		for _, n := range f.notes {
 			fmt.Fprintf(&b, " %s.", n)
 		}
@@ -62,7 +76,11 @@ func report(o options, all []*figures, final *figures, took time.Duration) strin
 			fmt.Fprintf(&b, "  - FAILED: %s\n", p)
 		}
 	}
-	fmt.Fprintf(&b, "- **end**: every replica exited 0 on SIGTERM; after `paygw sweep` the whole database holds no anomaly, no stale `processing` record, no `pay_notify` record without its PAID order; the create path holds one order and one unit of stock per key.\n")
+	where := "the whole database holds"
+	if o.cluster {
+		where = "every Galera node holds the same rows (CHECKSUM TABLE of the business tables), and each holds"
+	}
+	fmt.Fprintf(&b, "- **end**: every replica exited 0 on SIGTERM; after `paygw sweep` %s no anomaly, no stale `processing` record, no `pay_notify` record without its PAID order; the create path holds one order and one unit of stock per key.\n", where)
 	for _, p := range final.problems {
 		fmt.Fprintf(&b, "  - FAILED: %s\n", p)
 	}
@@ -78,7 +96,8 @@ func speedupOf(o options, ch string) float64 {
 }
 
 // writeDoc puts the report between the chaos markers of path (appending them if missing).
-func writeDoc(path, rep string) error {
+func writeDoc(o options, path, rep string) error {
+	docBegin, docEnd := docMarkers(o)
 	old, err := os.ReadFile(path) // #nosec G304 -- the markdown file the operator names with --doc
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
