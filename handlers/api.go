@@ -87,6 +87,7 @@ func (s *Server) createOrder(c echo.Context) error {
 	res, err := s.orders.Create(ctx, req)
 	s.cfg.Metrics.OrderCreate(createResult(res, err))
 	if err != nil {
+		s.noteFailure(err)
 		return err
 	}
 	if res.Replayed {

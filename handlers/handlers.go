@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -49,6 +50,19 @@ type Server struct {
 	tokens   []token
 	log      zerolog.Logger
 	now      func() time.Time
+	full     atomic.Int64 // unix nanos of the last write MySQL refused for want of space
+}
+
+// storageFullHold is how long /readyz stays red after MySQL refused a write for want of space:
+// the load balancer sends traffic elsewhere meanwhile, then lets it probe again. A full disk
+// cannot be seen by a ping or a read, only by a write that fails.
+const storageFullHold = 15 * time.Second
+
+// noteFailure remembers a write refused for want of space, for /readyz.
+func (s *Server) noteFailure(err error) {
+	if repository.StorageFull(err) {
+		s.full.Store(s.now().UnixNano())
+	}
 }
 
 func New(cfg Config, db *repository.DB, g *guard.Guard, o *orders.Service, a Applier, chs []channels.Channel, log zerolog.Logger) *Server {
@@ -85,8 +99,9 @@ func (s *Server) healthz(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// readyz is red only when MySQL does not answer or refuses writes (every notification would be
-// answered "retry"): without Redis paygw is slower, never wrong.
+// readyz is red only when MySQL does not answer or refuses writes (read-only, or a write refused
+// for want of space within storageFullHold): every notification would be answered "retry".
+// Without Redis paygw is slower, never wrong.
 func (s *Server) readyz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), time.Second)
 	defer cancel()
@@ -99,6 +114,8 @@ func (s *Server) readyz(c echo.Context) error {
 		if err != nil {
 			body["mysql"] = "down"
 		}
+	} else if full := s.full.Load(); full != 0 && s.now().Sub(time.Unix(0, full)) < storageFullHold {
+		body["status"], body["mysql"], code = "unavailable", "full", http.StatusServiceUnavailable
 	}
 	if err := s.guard.Ping(ctx); err != nil {
 		body["redis"] = "down"

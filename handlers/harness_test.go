@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -50,6 +51,8 @@ type harness struct {
 	guard   *guard.Guard
 	applier *apply.Applier
 	watcher *identity.Watcher // with options.watch
+	srv     *Server
+	later   atomic.Int64 // how far the server's clock runs ahead of time.Now, in nanoseconds
 	url     string
 	handler http.Handler // what url serves, for tests that need a server of their own
 	// client checks every request and response against api/openapi.yaml; rawClient, for
@@ -119,6 +122,8 @@ func newHarness(t *testing.T, o options) *harness {
 		Tokens:  []Token{{Name: "order-service", Secret: testenv.Secret(t, testToken)}, {Name: "other", Secret: testenv.Secret(t, otherToken)}},
 		Metrics: o.metrics,
 	}, h.db, h.guard, svc, h.applier, sandbox.channels, log)
+	srv.now = func() time.Time { return time.Now().Add(time.Duration(h.later.Load())) }
+	h.srv = srv
 	h.handler = srv.Echo()
 	ts := httptest.NewServer(h.handler)
 	t.Cleanup(ts.Close)

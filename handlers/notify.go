@@ -60,6 +60,7 @@ func (s *Server) notify(ch channels.Channel) echo.HandlerFunc {
 		defer cancel()
 		outcome, err := s.applier.Apply(ctx, ev)
 		if err != nil {
+			s.noteFailure(err)
 			s.countNotification(ch, metrics.OutcomeRetry, start)
 			s.logNotification(c, zerolog.WarnLevel, ch, &ev, "RETRY", start, err)
 			return writeReply(c, 0, ch.Reply(payment.ReplyRetry))

@@ -7,6 +7,7 @@ package handlers
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"net"
 	"strings"
@@ -482,4 +483,108 @@ func TestWireReadOnlyDatabaseIsNotReady(t *testing.T) {
 			t.Fatalf("readyz = %d %s, want %d with %s", r.code, r.body, tc.code, tc.want)
 		}
 	}
+}
+
+// A database that refuses writes for want of space. MariaDB itself raises 1114 ("The table is
+// full", what InnoDB answers when a tablespace cannot grow) from a trigger on idempotent_record,
+// so the error comes over the real protocol in the middle of the apply transaction. Every
+// notification is answered "retry", nothing is written, and /readyz is red for storageFullHold
+// (a ping or a read cannot see a full disk). Once there is space again the redelivery is applied
+// once, and /readyz is green after the hold.
+func TestWireDiskFullNeverAnswersSuccess(t *testing.T) {
+	h := newHarness(t, options{})
+	tn := h.seedOrder(1999)
+	pay := simulate.Payment{TradeNo: tn, AmountFen: 1999}
+	root, err := sql.Open("mysql", h.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	if _, err := root.Exec(`CREATE TRIGGER disk_full BEFORE INSERT ON idempotent_record FOR EACH ROW
+		SIGNAL SQLSTATE 'HY000' SET MYSQL_ERRNO = 1114, MESSAGE_TEXT = 'The table ''idempotent_record'' is full'`); err != nil {
+		t.Fatal(err)
+	}
+	if r := h.do("GET", "/readyz", "", nil, ""); r.code != 200 {
+		t.Fatalf("readyz before any write failed = %d %s", r.code, r.body)
+	}
+	for range 3 {
+		r, took := timed(func() response { return h.send("alipay", pay) })
+		wantChannelReply(t, "alipay", r, payment.ReplyRetry)
+		wantWithin(t, "a write refused for want of space", took, time.Second)
+	}
+	if records, journal, _ := h.rows(tn); records != 0 || journal != 0 {
+		t.Fatalf("a full database holds %d records, %d journal rows", records, journal)
+	}
+	if o := h.order(tn); o.Status != payment.OrderWaitPay {
+		t.Fatalf("order is %s after refused writes", o.Status)
+	}
+	if r := h.do("GET", "/readyz", "", nil, ""); r.code != 503 || !strings.Contains(r.body, `"mysql":"full"`) {
+		t.Fatalf("readyz after a full-disk refusal = %d %s, want 503 with \"mysql\":\"full\"", r.code, r.body)
+	}
+
+	if _, err := root.Exec(`DROP TRIGGER disk_full`); err != nil {
+		t.Fatal(err)
+	}
+	wantChannelReply(t, "alipay", h.send("alipay", pay), payment.ReplySuccess)
+	h.wantPaidOnce(tn)
+	h.later.Store(int64(storageFullHold))
+	if r := h.do("GET", "/readyz", "", nil, ""); r.code != 200 {
+		t.Fatalf("readyz %s after the last refusal = %d %s, want 200", storageFullHold, r.code, r.body)
+	}
+}
+
+// The issue's own fence: SET GLOBAL read_only=1 on the server. It cannot be tried on the shared
+// test server (every other test's /readyz would go red), so the test runs a MariaDB of its own.
+// paygw connects as an ordinary user: MariaDB exempts users with READ_ONLY ADMIN (root) from
+// read_only. Every notification is answered "retry" while the server is fenced, /readyz is red,
+// and the redelivery after the fence is lifted is applied once.
+func TestWireGlobalReadOnly(t *testing.T) {
+	rootDSN := testenv.NewDatabaseOn(t, testenv.OwnMariaDB(t, 3409))
+	cfg, err := mysql.ParseDSN(rootDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := sql.Open("mysql", rootDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	user, password := "paygw_app_"+testenv.Random(4), testenv.Secret(t, "app-"+testenv.Random(12))
+	for _, q := range []string{
+		"CREATE USER '" + user + "'@'127.0.0.1' IDENTIFIED BY '" + password + "'",
+		"GRANT ALL ON " + cfg.DBName + ".* TO '" + user + "'@'127.0.0.1'",
+	} {
+		if _, err := root.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { _, _ = root.Exec("SET GLOBAL read_only = 0") })
+	cfg.User, cfg.Passwd = user, password
+	h := newHarness(t, options{dsn: cfg.FormatDSN()})
+	tn := h.seedOrder(1999)
+	pay := simulate.Payment{TradeNo: tn, AmountFen: 1999}
+
+	if _, err := root.Exec("SET GLOBAL read_only = 1"); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		r, took := timed(func() response { return h.send("alipay", pay) })
+		wantChannelReply(t, "alipay", r, payment.ReplyRetry)
+		wantWithin(t, "a write refused by read_only", took, time.Second)
+	}
+	if r := h.do("GET", "/readyz", "", nil, ""); r.code != 503 || !strings.Contains(r.body, `"mysql":"read_only"`) {
+		t.Fatalf("readyz on a read_only server = %d %s, want 503 with \"mysql\":\"read_only\"", r.code, r.body)
+	}
+	if o := h.order(tn); o.Status != payment.OrderWaitPay {
+		t.Fatalf("order is %s on a read_only server", o.Status)
+	}
+
+	if _, err := root.Exec("SET GLOBAL read_only = 0"); err != nil {
+		t.Fatal(err)
+	}
+	if r := h.do("GET", "/readyz", "", nil, ""); r.code != 200 {
+		t.Fatalf("readyz after the fence was lifted = %d %s", r.code, r.body)
+	}
+	wantChannelReply(t, "alipay", h.send("alipay", pay), payment.ReplySuccess)
+	h.wantPaidOnce(tn)
 }

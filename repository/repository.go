@@ -9,6 +9,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -259,6 +260,22 @@ func transientReason(err error) string {
 }
 
 // conflict turns a duplicate-key error (1062) into payment.ErrConflict.
+// StorageFull reports a write the server refused for want of space: the disk is full (1021),
+// a table or tablespace cannot grow (1114), or the storage engine got ENOSPC (1030, error 28).
+func StorageFull(err error) bool {
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) {
+		return false
+	}
+	switch me.Number {
+	case 1021, 1114:
+		return true
+	case 1030:
+		return strings.Contains(me.Message, "error 28 ")
+	}
+	return false
+}
+
 func conflict(err error) error {
 	var me *mysql.MySQLError
 	if errors.As(err, &me) && me.Number == 1062 {

@@ -4,6 +4,8 @@
 #   scripts/services.sh up       start (installing via apt-get if missing)
 #   scripts/services.sh down     stop what this script started
 #   scripts/services.sh status   show whether both answer
+#   scripts/services.sh up mariadb | down mariadb
+#                                the MariaDB alone (a test's own server; Redis is left alone)
 #
 # Ports: MYSQL_PORT (default 3306), REDIS_PORT (default 6379), always on
 # 127.0.0.1. A server that already answers on a port (MariaDB/MySQL as root
@@ -296,11 +298,17 @@ stop_pidfile() { # name pidfile comm...
 
 # ---------------------------------------------------------------- main
 
+ONLY=
+
 cmd_up() {
   ensure_clients
   mariadb_up
   mysql_tcp -e 'CREATE DATABASE IF NOT EXISTS paygw CHARACTER SET utf8mb4' ||
     die "could not create database paygw"
+  if [ "$ONLY" = mariadb ]; then
+    log "up: mysql root@tcp($HOST:$MYSQL_PORT)/"
+    return
+  fi
   redis_up
   log "up: mysql root@tcp($HOST:$MYSQL_PORT)/  redis $HOST:$REDIS_PORT"
 }
@@ -308,7 +316,7 @@ cmd_up() {
 cmd_down() {
   stop_pidfile "MariaDB on port $MYSQL_PORT" "$MY_PID" mariadbd mysqld
   rm -f "$MY_SOCK" "$MY_SOCK.lock"
-  stop_pidfile "Redis on port $REDIS_PORT" "$RD_PID" redis-server
+  [ "$ONLY" = mariadb ] || stop_pidfile "Redis on port $REDIS_PORT" "$RD_PID" redis-server
 }
 
 cmd_status() {
@@ -330,9 +338,9 @@ cmd_status() {
 
 main() {
   local cmd="${1:-}"
-  case "$cmd" in
-    up | down | status) ;;
-    *) echo "usage: $0 up|down|status   (env MYSQL_PORT, REDIS_PORT)" >&2; exit 2 ;;
+  case "$cmd:${2:-}" in
+    up: | down: | status: | up:mariadb | down:mariadb) ONLY="${2:-}" ;;
+    *) echo "usage: $0 up|down|status   (env MYSQL_PORT, REDIS_PORT); up|down mariadb for the MariaDB alone" >&2; exit 2 ;;
   esac
   mkdir -p "$SVC"
   # Serialise concurrent invocations (e.g. two `make test` at once).

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -48,9 +49,15 @@ func RedisAddr() string {
 // returns the DSN of the database, for tests that start the real binary.
 func NewDatabase(tb testing.TB) string {
 	tb.Helper()
-	cfg, err := mysql.ParseDSN(ServerDSN())
+	return NewDatabaseOn(tb, ServerDSN())
+}
+
+// NewDatabaseOn is NewDatabase on the server of serverDSN (a DSN without a database name).
+func NewDatabaseOn(tb testing.TB, serverDSN string) string {
+	tb.Helper()
+	cfg, err := mysql.ParseDSN(serverDSN)
 	if err != nil {
-		tb.Fatalf("PAYGW_TEST_MYSQL_DSN: %v", err)
+		tb.Fatalf("server DSN %q: %v", serverDSN, err)
 	}
 	admin, err := sql.Open("mysql", cfg.FormatDSN())
 	if err != nil {
@@ -295,6 +302,28 @@ func runQuiet(cmd *exec.Cmd) (string, error) {
 	cmd.Stderr = &stderr
 	err := cmd.Run()
 	return stderr.String(), err
+}
+
+// OwnMariaDB starts a MariaDB of the test's own on port with `scripts/services.sh up mariadb`
+// (state in .services/mariadb-<port>), for a test that changes server-wide settings the shared
+// server must keep, and stops it when the test ends. It returns root's server DSN. A server that
+// cannot start fails the test.
+func OwnMariaDB(tb testing.TB, port int) string {
+	tb.Helper()
+	services := func(cmd string) ([]byte, error) {
+		c := exec.Command(filepath.Join(repoRoot(tb), "scripts", "services.sh"), cmd, "mariadb") // #nosec G204 -- our own script
+		c.Env = append(os.Environ(), "MYSQL_PORT="+strconv.Itoa(port))
+		return c.CombinedOutput()
+	}
+	if out, err := services("up"); err != nil {
+		tb.Fatalf("scripts/services.sh up mariadb on %d: %v\n%s", port, err, out)
+	}
+	tb.Cleanup(func() {
+		if out, err := services("down"); err != nil {
+			tb.Errorf("scripts/services.sh down mariadb on %d: %v\n%s", port, err, out)
+		}
+	})
+	return fmt.Sprintf("root@tcp(127.0.0.1:%d)/", port)
 }
 
 // The local Redis Cluster of scripts/redis-cluster.sh (its default ports).
