@@ -38,7 +38,8 @@ type Applier struct {
 	// "retry" (DefaultTwinWait unless changed before use).
 	TwinWait time.Duration
 
-	done *doneCache // done markers this process has seen
+	done  *doneCache // done markers this process has seen
+	group *grouper   // nil: every event takes the single path
 }
 
 // doneCacheSize bounds the in-process copy of done markers: about 100 bytes an entry.
@@ -59,8 +60,19 @@ const maxGuardTTL = ApplyTimeout + 2*time.Second
 // New builds an Applier; guardTTL is idempotency.redis_ttl (capped at maxGuardTTL).
 func New(db *repository.DB, g *guard.Guard, guardTTL time.Duration, log zerolog.Logger) *Applier {
 	guardTTL = min(guardTTL, maxGuardTTL)
-	return &Applier{db: db, guard: g, guardTTL: guardTTL, log: log, now: time.Now, TwinWait: DefaultTwinWait,
+	a := &Applier{db: db, guard: g, guardTTL: guardTTL, log: log, now: time.Now, TwinWait: DefaultTwinWait,
 		done: newDoneCache(doneCacheSize, doneCacheAge, time.Now)}
+	a.group = newGrouper(a, DefaultGroupLanes)
+	return a
+}
+
+// SetGroupLanes sets how many payment transactions run at once before payments queue into
+// groups; 0 turns group apply off (every event on the single path). Call it before use.
+func (a *Applier) SetGroupLanes(n int) {
+	a.group = nil
+	if n > 0 {
+		a.group = newGrouper(a, n)
+	}
 }
 
 // The protocol below (fast path, transaction, post-commit markers, epochs) is modelled in
@@ -98,13 +110,7 @@ func (a *Applier) Apply(ctx context.Context, ev payment.Event) (payment.Outcome,
 		}
 	}()
 
-	var outcome payment.Outcome
-	var recordID int64 // the record the done markers will stand for
-	err = a.db.InTx(ctx, func(tx *repository.Tx) error {
-		var err error
-		outcome, recordID, err = a.decide(ctx, tx, ev)
-		return err
-	})
+	outcome, recordID, err := a.transact(ctx, ev) // recordID: the record the done markers stand for
 	switch {
 	case errors.Is(err, payment.ErrConflict) && biz != "":
 		// The record's unique key says a twin committed first. Our transaction is rolled back;
@@ -126,6 +132,27 @@ func (a *Applier) Apply(ctx context.Context, ev payment.Event) (payment.Outcome,
 	lock = nil
 	a.done.add(ns, markers...)
 	return outcome, nil
+}
+
+// transact applies ev in MySQL: a first-time payment in a group when others are in flight
+// (group.go), anything else, and whatever a group leaves, in a transaction of its own.
+func (a *Applier) transact(ctx context.Context, ev payment.Event) (payment.Outcome, int64, error) {
+	if a.group != nil && groupable(ev) {
+		if r := a.group.apply(ctx, ev); !r.alone {
+			return r.outcome, r.recordID, r.err
+		}
+	}
+	return a.applyAlone(ctx, ev)
+}
+
+// applyAlone is the single path: one transaction for one event, retried on deadlocks.
+func (a *Applier) applyAlone(ctx context.Context, ev payment.Event) (outcome payment.Outcome, recordID int64, err error) {
+	err = a.db.InTx(ctx, func(tx *repository.Tx) error {
+		var err error
+		outcome, recordID, err = a.decide(ctx, tx, ev)
+		return err
+	})
+	return outcome, recordID, err
 }
 
 // checkAndLock is the Redis fast path, one round trip in the common case: a done marker answers

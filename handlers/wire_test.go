@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -88,6 +89,7 @@ func (w *wireProxy) tryRemove(name string) error {
 type commitTrap struct {
 	proxy *wireProxy
 	armed atomic.Bool
+	skip  atomic.Int32 // COMMITs an armed trap lets through before it springs
 	fired atomic.Int32 // COMMITs whose answer was cut
 }
 
@@ -105,7 +107,7 @@ type trapConn struct {
 }
 
 func (c *trapConn) Write(b []byte) (int, error) {
-	if isCommit(b) && c.trap.armed.CompareAndSwap(true, false) {
+	if isCommit(b) && c.trap.armed.Load() && c.trap.skip.Add(-1) < 0 && c.trap.armed.CompareAndSwap(true, false) {
 		if err := c.trap.proxy.tryAdd(commitCut, "limit_data", "downstream", `{"bytes":0}`); err != nil {
 			return 0, err
 		}
@@ -587,4 +589,93 @@ func TestWireGlobalReadOnly(t *testing.T) {
 	}
 	wantChannelReply(t, "alipay", h.send("alipay", pay), payment.ReplySuccess)
 	h.wantPaidOnce(tn)
+}
+
+// An ambiguous COMMIT on a group: several payments applied in one transaction, whose COMMIT's
+// answer is cut. The one lane is held by a payment stuck on a row lock while four others queue
+// behind it; when the lock goes, the stuck payment commits (the trap lets that COMMIT through)
+// and the four go to MySQL as one group, whose COMMIT the trap cuts. The group did commit; its
+// payments are then applied alone, find their committed records, and are answered success,
+// never before. Each order is PAID once, with one record and one APPLIED journal row, and the
+// redeliveries are repeats.
+func TestWireAmbiguousCommitOnGroup(t *testing.T) {
+	dsn, _, trap := wireDSN(t)
+	h := newHarness(t, options{dsn: dsn, redisDown: true})
+	h.applier.SetGroupLanes(1)
+	stuck := h.seedOrder(100)
+	nos := []string{h.seedOrder(1001), h.seedOrder(1002), h.seedOrder(1003), h.seedOrder(1004)}
+
+	raw, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	hold, err := raw.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = hold.Rollback() }()
+	var locked string
+	if err := hold.QueryRow("SELECT trade_no FROM orders WHERE trade_no = ? FOR UPDATE", stuck).Scan(&locked); err != nil {
+		t.Fatal(err)
+	}
+	answers := make([]response, len(nos)+1)
+	var wg sync.WaitGroup
+	send := func(i int, tn string, fen int64) {
+		defer wg.Done()
+		answers[i] = h.send("alipay", simulate.Payment{TradeNo: tn, AmountFen: fen})
+	}
+	wg.Add(1)
+	go send(len(nos), stuck, 100)
+	waitUntil(t, "the stuck payment to wait for its row lock", func() bool {
+		return h.count("SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'") > 0
+	})
+	for i, tn := range nos {
+		wg.Add(1)
+		go send(i, tn, int64(1001+i))
+	}
+	waitUntil(t, "four payments to queue", func() bool { return h.applier.Queued() == len(nos) })
+
+	trap.skip.Store(1) // the stuck payment's COMMIT passes; the group's is cut
+	trap.armed.Store(true)
+	if err := hold.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if trap.fired.Load() != 1 {
+		t.Fatalf("COMMIT answers cut: %d, want the group's", trap.fired.Load())
+	}
+	for _, r := range answers {
+		wantChannelReply(t, "alipay", r, payment.ReplySuccess)
+	}
+	paidOnce := func() {
+		t.Helper()
+		for _, tn := range append(nos, stuck) {
+			if o := h.order(tn); o.Status != payment.OrderPaid {
+				t.Fatalf("%s is %s", tn, o.Status)
+			}
+			if n := h.count(`SELECT COUNT(*) FROM notify_journal WHERE trade_no = ? AND outcome = 'APPLIED'`, tn); n != 1 {
+				t.Fatalf("%s: %d APPLIED journal rows, want 1", tn, n)
+			}
+		}
+		if n := h.count(`SELECT COUNT(*) FROM idempotent_record WHERE biz_type = 'pay_notify'`); n != len(nos)+1 {
+			t.Fatalf("pay_notify records = %d, want %d", n, len(nos)+1)
+		}
+	}
+	paidOnce()
+	for i, tn := range nos {
+		wantChannelReply(t, "alipay", h.send("alipay", simulate.Payment{TradeNo: tn, AmountFen: int64(1001 + i)}), payment.ReplySuccess)
+	}
+	paidOnce()
+}
+
+// waitUntil polls cond every 120 ms (InnoDB refreshes INNODB_TRX only when it was last read over
+// 100 ms ago) for at most 3 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(3 * time.Second); !cond(); time.Sleep(120 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
 }

@@ -28,6 +28,7 @@ type Metrics struct {
 	guard            *prometheus.CounterVec
 	applyRetries     *prometheus.CounterVec
 	txDuration       prometheus.Histogram
+	groupSize        prometheus.Histogram
 	orderCreates     *prometheus.CounterVec
 	replays          prometheus.Counter
 	sweeperFailed    prometheus.Counter
@@ -66,6 +67,11 @@ func New(version string) *Metrics {
 		Name: "paygw_apply_retries_total",
 		Help: "MySQL transactions run again after a deadlock or a lock-wait timeout.",
 	}, []string{"reason"})
+	m.groupSize = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "paygw_apply_group_size",
+		Help:    "Payments applied together by one committed group transaction (group apply); _count is groups, _sum payments.",
+		Buckets: []float64{2, 4, 8, 16, 32, 64},
+	})
 	m.txDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "paygw_db_tx_duration_seconds",
 		Help:    "Time of one MySQL transaction, retries included.",
@@ -115,7 +121,7 @@ func New(version string) *Metrics {
 	build.WithLabelValues(version).Set(1)
 
 	for _, c := range []prometheus.Collector{m.notifications, m.notificationTime, m.verifyFailures, m.guard, m.applyRetries,
-		m.txDuration, m.orderCreates, m.replays, m.sweeperFailed, m.purged, m.reconcileQueries, m.discrepancies,
+		m.txDuration, m.groupSize, m.orderCreates, m.replays, m.sweeperFailed, m.purged, m.reconcileQueries, m.discrepancies,
 		m.reconcileSuccess, m.httpRequests, m.httpDuration, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
@@ -250,6 +256,14 @@ func (m *Metrics) TxRetry(reason string) {
 		return
 	}
 	m.applyRetries.WithLabelValues(reason).Inc()
+}
+
+// ApplyGroup observes one committed group of payments.
+func (m *Metrics) ApplyGroup(size int) {
+	if m == nil {
+		return
+	}
+	m.groupSize.Observe(float64(size))
 }
 
 // TxDone observes one transaction's time, retries included.

@@ -90,16 +90,26 @@ type execer interface {
 // journal inserts once per (channel, notify_id). ON DUPLICATE KEY keeps the first row without
 // INSERT IGNORE's habit of turning other errors (truncation) into warnings.
 func journal(ctx context.Context, x execer, ev payment.Event, outcome payment.Outcome, received time.Time) error {
-	const q = `INSERT INTO notify_journal (channel, source, notify_id, trade_no, channel_txn_id, event,
-		channel_status, amount_fen, currency, subject, raw_body, outcome, received_time)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE id = id`
+	_, err := x.ExecContext(ctx, journalInsert+journalRow+journalOnce, journalArgs(ev, outcome, received)...)
+	return err
+}
+
+// The journal's INSERT, in parts: one journalRow per notification (JournalGroup writes several).
+const (
+	journalInsert = `INSERT INTO notify_journal (channel, source, notify_id, trade_no, channel_txn_id, event,
+		channel_status, amount_fen, currency, subject, raw_body, outcome, received_time) VALUES `
+	journalRow  = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	journalOnce = ` ON DUPLICATE KEY UPDATE id = id`
+)
+
+// journalArgs are one journalRow's values.
+func journalArgs(ev payment.Event, outcome payment.Outcome, received time.Time) []any {
 	source := ev.Source
 	if source == "" {
 		source = payment.SourceNotify
 	}
-	_, err := x.ExecContext(ctx, q, ev.Channel, string(source), ev.NotifyID, ev.TradeNo, ev.ChannelTxnID, string(ev.Kind),
-		clip(ev.Status, 64), ev.AmountFen, ev.Currency, clip(ev.Subject, 256), ev.Raw, string(outcome), received)
-	return err
+	return []any{ev.Channel, string(source), ev.NotifyID, ev.TradeNo, ev.ChannelTxnID, string(ev.Kind),
+		clip(ev.Status, 64), ev.AmountFen, ev.Currency, clip(ev.Subject, 256), ev.Raw, string(outcome), received}
 }
 
 // Seen reports, in one statement, whether an event's idempotent_record exists and whether this

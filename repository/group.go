@@ -1,0 +1,127 @@
+package repository
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/paygw/paygw/payment"
+)
+
+// The statements of group apply (apply/group.go): several first-time payments in one
+// transaction, a handful of statements for the whole group. Each takes every row of the group in
+// one statement, with every value bound.
+
+// PaidItem is one payment of a group: the order it pays and what the channel says.
+type PaidItem struct {
+	TradeNo      string
+	Channel      string
+	ChannelTxnID string
+	AmountFen    int64
+	Currency     string
+	PaidAt       time.Time
+}
+
+// LockPayable locks, among the given orders, those the fast path may pay: WAIT_PAY with no
+// refund pending. It returns them by trade_no with the amount and currency they ask for; the
+// caller pays those whose payment matches and leaves the rest to the one-by-one path.
+func (tx *Tx) LockPayable(ctx context.Context, tradeNos []string) (map[string]PaidItem, error) {
+	q := `SELECT trade_no, amount_fen, currency FROM orders
+		WHERE trade_no IN (` + placeholders(len(tradeNos), "?") + `) AND status = 'WAIT_PAY' AND refunds_pending = 0
+		FOR UPDATE`
+	args := make([]any, len(tradeNos))
+	for i, t := range tradeNos {
+		args[i] = t
+	}
+	rows, err := tx.x.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make(map[string]PaidItem, len(tradeNos))
+	for rows.Next() {
+		var it PaidItem
+		if err := rows.Scan(&it.TradeNo, &it.AmountFen, &it.Currency); err != nil {
+			return nil, err
+		}
+		out[it.TradeNo] = it
+	}
+	return out, rows.Err()
+}
+
+// MarkPaidGroup moves every order of items (locked by LockPayable, distinct trade_nos) from
+// WAIT_PAY to PAID in one statement, and returns how many it moved.
+func (tx *Tx) MarkPaidGroup(ctx context.Context, items []PaidItem) (int64, error) {
+	var b strings.Builder
+	args := make([]any, 0, 7*len(items))
+	set := func(col string, val func(PaidItem) any) {
+		b.WriteString(col + " = CASE trade_no")
+		for _, it := range items {
+			b.WriteString(" WHEN ? THEN ?")
+			args = append(args, it.TradeNo, val(it))
+		}
+		b.WriteString(" END")
+	}
+	b.WriteString("UPDATE orders SET status = 'PAID', ")
+	set("channel", func(it PaidItem) any { return it.Channel })
+	b.WriteString(", ")
+	set("channel_txn_id", func(it PaidItem) any { return it.ChannelTxnID })
+	b.WriteString(", ")
+	set("paid_time", func(it PaidItem) any { return it.PaidAt })
+	b.WriteString(" WHERE trade_no IN (" + placeholders(len(items), "?") + ") AND status = 'WAIT_PAY'")
+	for _, it := range items {
+		args = append(args, it.TradeNo)
+	}
+	res, err := tx.x.ExecContext(ctx, b.String(), args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// DoneRecord is one idempotent_record of a group, final from birth.
+type DoneRecord struct {
+	BizType, Scope, Key, Hash string
+	Result                    []byte
+}
+
+// InsertDoneRecords writes the group's records in one statement and returns the first one's
+// id. payment.ErrConflict when any of them exists already (the statement writes none then).
+func (tx *Tx) InsertDoneRecords(ctx context.Context, recs []DoneRecord) (int64, error) {
+	q := `INSERT INTO idempotent_record (idem_key, biz_type, scope, request_hash, status, result_json, response_code)
+		VALUES ` + placeholders(len(recs), "(?, ?, ?, ?, 1, ?, 200)")
+	args := make([]any, 0, 5*len(recs))
+	for _, r := range recs {
+		args = append(args, r.Key, r.BizType, r.Scope, r.Hash, string(r.Result))
+	}
+	res, err := tx.x.ExecContext(ctx, q, args...)
+	if err != nil {
+		return 0, conflict(err)
+	}
+	return res.LastInsertId()
+}
+
+// JournalGroup journals the group's notifications in one statement, once per (channel,
+// notify_id) like Journal.
+func (tx *Tx) JournalGroup(ctx context.Context, evs []payment.Event, outcome payment.Outcome, received time.Time) error {
+	q := journalInsert + placeholders(len(evs), journalRow) + journalOnce
+	args := make([]any, 0, 13*len(evs))
+	for _, ev := range evs {
+		args = append(args, journalArgs(ev, outcome, received)...)
+	}
+	_, err := tx.x.ExecContext(ctx, q, args...)
+	return err
+}
+
+// TryTx is InTx without the retries: one attempt, whose error the caller handles (group apply
+// answers a failed group by applying each of its items alone, through InTx).
+func (db *DB) TryTx(ctx context.Context, fn func(tx *Tx) error) error {
+	start := time.Now()
+	defer func() { db.Metrics.TxDone(time.Since(start)) }()
+	return db.tryTx(ctx, fn)
+}
+
+// placeholders is n copies of one row's placeholder text, comma-separated.
+func placeholders(n int, one string) string {
+	return strings.TrimSuffix(strings.Repeat(one+", ", n), ", ")
+}
