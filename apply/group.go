@@ -36,7 +36,7 @@ const groupMax = 64
 
 // DefaultGroupLanes is how many payment transactions run at once before payments queue into
 // groups.
-const DefaultGroupLanes = 4
+const DefaultGroupLanes = 2
 
 type grouper struct {
 	a     *Applier

@@ -98,6 +98,9 @@ type Log struct {
 type MySQL struct {
 	DSN          string `koanf:"dsn"`
 	MaxOpenConns int    `koanf:"max_open_conns"`
+	// GroupLanes: how many payment transactions run at once before first-time payments queue
+	// and are applied in shared transactions (group apply); 0 applies each alone.
+	GroupLanes int `koanf:"group_lanes"`
 }
 
 // Redis is where the guard keeps its locks and done markers. Mode single talks to one server
@@ -234,6 +237,7 @@ func defaults() map[string]any {
 		"log.format":                           "json",
 		"mysql.dsn":                            "root@tcp(127.0.0.1:3306)/paygw?parseTime=true&loc=UTC",
 		"mysql.max_open_conns":                 32,
+		"mysql.group_lanes":                    2,
 		"redis.mode":                           "single",
 		"redis.password":                       "",
 		"redis.db":                             0,
@@ -373,6 +377,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MySQL.MaxOpenConns < 1 || c.MySQL.MaxOpenConns > 1000 {
 		bad("mysql.max_open_conns", "must be between 1 and 1000, got %d", c.MySQL.MaxOpenConns)
+	}
+	if c.MySQL.GroupLanes < 0 || c.MySQL.GroupLanes > c.MySQL.MaxOpenConns {
+		bad("mysql.group_lanes", "must be between 0 (off) and mysql.max_open_conns (%d), got %d", c.MySQL.MaxOpenConns, c.MySQL.GroupLanes)
 	}
 	c.validateRedis(bad)
 	if !headerName.MatchString(c.Idempotency.KeyHeader) {

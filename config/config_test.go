@@ -28,6 +28,7 @@ func wantDefaults() Config {
 		MySQL: MySQL{
 			DSN:          "root@tcp(127.0.0.1:3306)/paygw?parseTime=true&loc=UTC",
 			MaxOpenConns: 32,
+			GroupLanes:   2,
 		},
 		Redis: Redis{Mode: "single"},
 		Idempotency: Idempotency{

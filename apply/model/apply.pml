@@ -7,10 +7,12 @@
  *   NO_EPOCH            broken: a detected rollback does not move the epoch on
  *   MARK_NS_AT_WRITE    MarkDoneAndRelease writes the markers under the namespace bound when it
  *                       runs (what guard.go did before it took Apply's), not the one the request started under
+ *   GROUP_FAIL_SUCCESS  broken: a payment of a failed group is answered success instead of going alone
  *   LIVE                adds the liveness claim p5 (run with pan -a -f)
  * Properties can be checked one at a time: ONLY_P1 .. ONLY_P4 (default: all four).
  * Fault budgets: MAXRB rollbacks, MAXCRASH replica crashes, MAXOUT Redis outages, MAXTXF
- * failed or ambiguous commits. Lock expiry and Redis flushes are unbounded.
+ * failed or ambiguous commits, MAXGF groups failed by their other item. Lock expiry and Redis
+ * flushes are unbounded.
  */
 
 #ifndef MAXRB
@@ -24,6 +26,10 @@
 #endif
 #ifndef MAXTXF
 #define MAXTXF 1
+#endif
+
+#ifndef MAXGF
+#define MAXGF 1
 #endif
 
 #define NEP (MAXRB + 1)   /* epochs 0..MAXRB: the epoch moves on once per detected rollback */
@@ -53,6 +59,12 @@ byte dbep;        /* the epoch db_identity states */
 bit  lost;        /* the database went back in time and no watcher has seen it yet */
 byte rbs;         /* rollbacks so far */
 byte txf;         /* failed or ambiguous commits so far */
+
+/* ---- group apply: the other order of a group, B, and its payment ---- */
+bit  paidB;       /* B's order is PAID */
+bit  recB;        /* B's payment record is committed */
+byte paidtxB;     /* WAIT_PAY -> PAID transitions of B */
+byte gfail;       /* groups failed by B's item so far */
 
 /* ---- Redis: one done marker and one trade guard per namespace (epoch) ---- */
 bit  up = 1;
@@ -95,6 +107,19 @@ inline commit() {
 	rec = 1; rowlock = 0; upd = 0
 #ifdef CHECK_P1
 	; assert(paidtx <= 1)
+#endif
+}
+
+/* B's payment applied: by its group's COMMIT when B was WAIT_PAY at the group's lock, or alone
+ * (the single path, checked above for A) after a group it left or that failed. Either way the
+ * conditional update moves B once. */
+inline applyB() {
+	if
+	:: !paidB -> paidB = 1; recB = 1; paidtxB++
+	:: else
+	fi
+#ifdef CHECK_P1
+	; assert(paidtxB <= 1)
 #endif
 }
 
@@ -150,7 +175,40 @@ nofast:		/* Redis down: one SELECT tells a repeat; else on without a lock */
 			:: else -> goto tx
 			fi
 		}
-tx:		/* one transaction: conditional UPDATE (row lock), then the record insert */
+tx:		/* alone, or in a group with B's payment (group apply, apply/group.go) */
+		if
+		:: goto alone
+		:: goto group
+		fi;
+group:		/* the group's SELECT ... FOR UPDATE: A is in the group only if its order is WAIT_PAY */
+		atomic {
+			rowlock == 0 -> rowlock = me + 1;
+			if
+			:: paid -> rowlock = 0; applyB(); goto alone  /* A left the fast path: B's group commits without it */
+			:: else
+			fi;
+			upd = 1;
+			if
+			:: rec -> rowlock = 0; upd = 0; applyB(); goto alone  /* A's record insert: duplicate key, the group fails */
+			:: else
+			fi
+		}
+		/* B's item is the one that fails: its record insert fails the group, rolled back whole */
+		if
+		:: atomic { gfail < MAXGF -> gfail++; rowlock = 0; upd = 0; applyB() }; goto groupfail
+		:: skip
+		fi;
+		if
+		:: atomic { commit(); applyB(); success(start) }; goto post
+		:: atomic { txf < MAXTXF -> txf++; commit(); applyB() }; goto groupfail  /* ambiguous COMMIT */
+		:: atomic { txf < MAXTXF -> txf++; rowlock = 0; upd = 0; applyB() }; goto groupfail  /* failed */
+		fi;
+groupfail:	/* every payment of a failed group goes alone; the unique key tells what the group did */
+#ifdef GROUP_FAIL_SUCCESS
+		atomic { success(start) }; goto post
+#endif
+		goto alone;
+alone:		/* one transaction: conditional UPDATE (row lock), then the record insert */
 		atomic {
 			rowlock == 0 -> rowlock = me + 1;
 			upd = !paid;  /* no match: LockOrder + classify says REPEAT, the insert decides */

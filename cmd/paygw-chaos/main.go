@@ -131,6 +131,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		{"storm", c.storm},
 		{"redis", c.redisKill},
 		{"replica-kill", c.replicaKill},
+		{"group-kill", c.groupKill},
 		{"mariadb", c.mariadbRestart},
 		{"sigterm", c.sigterm},
 	}
@@ -141,6 +142,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			{"galera-node", c.galeraKill},
 			{"redis-master", c.redisMasterKill},
 			{"replica-kill", c.replicaKill},
+			{"group-kill", c.groupKill},
 		}
 	}
 	var all []*figures
@@ -392,6 +394,9 @@ func (c *chaos) verify(ctx context.Context, f *figures) error {
 		}
 	}
 	f.problems = append(f.problems, c.agree(ctx)...)
+	if f.needGroups && f.counts[countGroups] == 0 {
+		f.fail("no group transaction was committed: the phase did not test group apply")
+	}
 	if n := f.st.gaveUp.Load(); n > 0 {
 		f.problems = append(f.problems, fmt.Sprintf("%d sender(s) gave up without a success", n))
 	}

@@ -24,6 +24,7 @@ type figures struct {
 	took        time.Duration
 	creates     *createResult
 	counts      totals // counter increments during the phase (certification failures, retries)
+	needGroups  bool   // the phase is about group apply: no committed group fails it
 }
 
 func (c *chaos) newFigures(ctx context.Context, name, prefix string, n, dups int, fault string) (*figures, error) {
@@ -183,48 +184,89 @@ func (c *chaos) replicaKill(ctx context.Context) (*figures, error) {
 	if err != nil {
 		return nil, err
 	}
-	var kills int
-	var worst, total time.Duration
+	var k kills
 	err = c.withLoad(ctx, f, func(done <-chan struct{}) error {
 		wait := c.createsDuring(ctx, f, "kill")
 		defer wait()
-		next := time.After(time.Second)
-		until := time.Now().Add(c.o.loadFor + time.Second) // while orders are released; then the tail drains
-		for time.Now().Before(until) {
-			select {
-			case <-done:
-				return nil
-			case <-ctx.Done():
-				return nil
-			case <-next:
-			}
-			next = time.After(2 * time.Second)
-			r := c.replicas[kills%len(c.replicas)]
-			c.counters.sample(ctx, c) // its counters die with it
-			t := time.Now()
-			if _, err := r.signal(syscall.SIGKILL, 5*time.Second); err != nil {
-				return err
-			}
-			if err := r.start(ctx); err != nil {
-				return err
-			}
-			d := time.Since(t)
-			kills++
-			total += d
-			worst = max(worst, d)
-		}
-		return nil
+		k, err = c.killReplicas(ctx, done, time.Second, 2*time.Second, time.Now().Add(c.o.loadFor+time.Second))
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	if kills == 0 {
-		f.fail("no replica was killed: the load finished within a second")
-	} else {
-		f.notef("%d SIGKILLs; SIGKILL to /healthz 200 again: mean %s, max %s", kills, ms(total/time.Duration(kills)), ms(worst))
-		f.recover = "max " + ms(worst)
-	}
+	k.note(f)
 	return f, nil
+}
+
+// groupKill: payments as fast as the replicas take them, 96 in flight, so that they queue into
+// group transactions (group apply); a replica SIGKILLed every 700 ms with its groups in MySQL.
+// Three times the phase's orders: at full speed they last about as long as the others' load.
+func (c *chaos) groupKill(ctx context.Context) (*figures, error) {
+	f, err := c.newFigures(ctx, "group-kill", "CXGK", 3*c.o.orders, 1, "full load (groups in flight), a replica SIGKILLed every 700 ms, restarted at once")
+	if err != nil {
+		return nil, err
+	}
+	f.needGroups = true
+	start := time.Now()
+	done := make(chan struct{})
+	go func() {
+		c.sender.load(ctx, f.st, f.orders, f.dups, 0, 96)
+		close(done)
+	}()
+	k, err := c.killReplicas(ctx, done, 300*time.Millisecond, 700*time.Millisecond, time.Now().Add(time.Minute))
+	<-done
+	f.took = time.Since(start)
+	if err != nil {
+		return nil, err
+	}
+	k.note(f)
+	return f, nil
+}
+
+// kills are the figures of killReplicas.
+type kills struct {
+	n            int
+	worst, total time.Duration
+}
+
+func (k kills) note(f *figures) {
+	if k.n == 0 {
+		f.fail("no replica was killed: the load finished within a second")
+		return
+	}
+	f.notef("%d SIGKILLs; SIGKILL to /healthz 200 again: mean %s, max %s", k.n, ms(k.total/time.Duration(k.n)), ms(k.worst))
+	f.recover = "max " + ms(k.worst)
+}
+
+// killReplicas SIGKILLs a replica (round robin) first after `first`, then every `every`, and
+// restarts it at once, until done is closed or until passes.
+func (c *chaos) killReplicas(ctx context.Context, done <-chan struct{}, first, every time.Duration, until time.Time) (kills, error) {
+	var k kills
+	next := time.After(first)
+	for time.Now().Before(until) {
+		select {
+		case <-done:
+			return k, nil
+		case <-ctx.Done():
+			return k, nil
+		case <-next:
+		}
+		next = time.After(every)
+		r := c.replicas[k.n%len(c.replicas)]
+		c.counters.sample(ctx, c) // its counters die with it
+		t := time.Now()
+		if _, err := r.signal(syscall.SIGKILL, 5*time.Second); err != nil {
+			return k, err
+		}
+		if err := r.start(ctx); err != nil {
+			return k, err
+		}
+		d := time.Since(t)
+		k.n++
+		k.total += d
+		k.worst = max(k.worst, d)
+	}
+	return k, nil
 }
 
 // mariadbRestart: MariaDB stopped (SIGTERM) a third into the load and started again; the

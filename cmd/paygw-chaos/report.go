@@ -65,6 +65,9 @@ func report(o options, all []*figures, final *figures, took time.Duration) strin
 		fmt.Fprintf(&b, "; latency p50 %s p99 %s.", ms(st.percentile(0.5)), ms(st.percentile(0.99)))
 		fmt.Fprintf(&b, " Transactions retried by paygw: %.0f after a deadlock or certification failure (1213), %.0f after a lock-wait timeout; the guard fell back to the database %.0f times (Redis down).",
 			f.counts[countDeadlock], f.counts[countLockWait], f.counts[countRedisDown])
+		if g := f.counts[countGroups]; g > 0 {
+			fmt.Fprintf(&b, " Group apply: %.0f groups committed %.0f payments (%.1f per group).", g, f.counts[countGrouped], f.counts[countGrouped]/g)
+		}
 		for _, n := range f.notes {
 			fmt.Fprintf(&b, " %s.", n)
 		}

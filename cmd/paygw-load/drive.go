@@ -120,6 +120,38 @@ func (c *client) run(ctx context.Context, url string, msgs []message) result {
 	return summarize(lat, int(errs.Load()), time.Since(start))
 }
 
+// runRate sends msgs at a steady rate (open loop: a slow answer does not delay the next send),
+// as channels deliver, and measures each answer's latency.
+func (c *client) runRate(ctx context.Context, url string, msgs []message, rate float64) result {
+	lat := make([]time.Duration, len(msgs))
+	var errs atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i, m := range msgs {
+		at := start.Add(time.Duration(float64(i) / rate * float64(time.Second)))
+		if d := time.Until(at); d > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(d):
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.Now()
+			if !c.send(ctx, url, m) {
+				errs.Add(1)
+			}
+			lat[i] = time.Since(t)
+		}()
+	}
+	wg.Wait()
+	return summarize(lat, int(errs.Load()), time.Since(start))
+}
+
 // runTwins sends every message `copies` times at once (concurrent twins), with
 // c.concurrency/copies messages in flight, so c.concurrency requests are in flight in all.
 func (c *client) runTwins(ctx context.Context, url string, msgs []message, copies int) result {

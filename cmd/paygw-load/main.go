@@ -30,6 +30,7 @@ import (
 type options struct {
 	scale       float64
 	concurrency int
+	groupLanes  int
 	mysqlDSN    string
 	redisPort   int
 	gatewayBin  string
@@ -71,6 +72,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	fs.Float64Var(&o.scale, "scale", envFloat("BENCH_SCALE", 1), "multiplies request counts and growth rows (env BENCH_SCALE)")
 	fs.IntVar(&o.concurrency, "concurrency", int(envFloat("BENCH_CONCURRENCY", 32)), "requests in flight (env BENCH_CONCURRENCY)")
+	fs.IntVar(&o.groupLanes, "group-lanes", int(envFloat("BENCH_GROUP_LANES", 2)), "the gateways' mysql.group_lanes (env BENCH_GROUP_LANES; the shipped default 2)")
 	fs.StringVar(&o.mysqlDSN, "mysql", "root@tcp(127.0.0.1:"+mysqlPort+")/", "MariaDB server DSN (the bench uses database "+benchDB+")")
 	fs.IntVar(&o.redisPort, "redis-port", int(envFloat("BENCH_REDIS_PORT", 6391)), "port for the bench's own redis-server (a free one if taken)")
 	fs.StringVar(&o.gatewayBin, "gateway", "", "paygw binary (default: go build ./cmd/paygw into the work dir)")

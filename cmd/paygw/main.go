@@ -254,6 +254,7 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 
 	// Services and channels.
 	applier := apply.New(db, g, cfg.Idempotency.RedisTTL, log)
+	applier.SetGroupLanes(cfg.MySQL.GroupLanes)
 
 	// Redis answers only for the database it describes: until the database's identity is read
 	// (and checked for a rollback), the guard is off and every repeat goes to MySQL.
