@@ -116,9 +116,9 @@ func journalArgs(ev payment.Event, outcome payment.Outcome, received time.Time) 
 // notification is journalled: what a repeat needs to know when Redis cannot tell.
 func (db *DB) Seen(ctx context.Context, bizType, channel, key, notifyID string) (recorded, journalled bool, err error) {
 	const q = `SELECT
-		EXISTS (SELECT 1 FROM idempotent_record WHERE idem_key = ? AND biz_type = ? AND scope = ?),
+		EXISTS (SELECT 1 FROM idempotent_record WHERE idem_digest = ? AND idem_key = ? AND biz_type = ? AND scope = ?),
 		EXISTS (SELECT 1 FROM notify_journal WHERE channel = ? AND notify_id = ?)`
-	err = db.x.QueryRowContext(ctx, q, key, bizType, channel, channel, notifyID).Scan(&recorded, &journalled)
+	err = db.x.QueryRowContext(ctx, q, IdemDigest(bizType, channel, key), key, bizType, channel, channel, notifyID).Scan(&recorded, &journalled)
 	return recorded, journalled, err
 }
 

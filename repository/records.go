@@ -2,7 +2,9 @@ package repository
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"fmt"
 	"time"
 )
 
@@ -59,13 +61,22 @@ func (r recordRow) record() Record {
 	}
 }
 
+// IdemDigest is idempotent_record.idem_digest, the column uk_idem_key is on: the first 16 bytes
+// of SHA-256 over biz_type and scope, each prefixed by its length in bytes, then idem_key (the
+// server computes the same for every row it stores, sql/00009_compact_idem_key.sql). Lookups name
+// it so that the unique index finds the row, and the readable columns as well.
+func IdemDigest(bizType, scope, key string) []byte {
+	sum := sha256.Sum256(fmt.Appendf(nil, "%d:%s%d:%s%s", len(bizType), bizType, len(scope), scope, key))
+	return sum[:16]
+}
+
 // GetRecord reads a record outside any transaction, so it sees the latest committed row (on
 // Galera, of any node: a causal read). Returns payment.ErrNotFound if there is none.
 func (db *DB) GetRecord(ctx context.Context, bizType, scope, key string) (Record, error) {
 	const q = `SELECT ` + recordColumns + ` FROM idempotent_record
-		WHERE idem_key = ? AND biz_type = ? AND scope = ?`
+		WHERE idem_digest = ? AND idem_key = ? AND biz_type = ? AND scope = ?`
 	var r recordRow
-	if err := db.x.GetContext(ctx, &r, db.causalRead(q), key, bizType, scope); err != nil {
+	if err := db.x.GetContext(ctx, &r, db.causalRead(q), IdemDigest(bizType, scope, key), key, bizType, scope); err != nil {
 		return Record{}, notFound(err)
 	}
 	return r.record(), nil

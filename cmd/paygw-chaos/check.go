@@ -51,13 +51,17 @@ type verdict struct {
 	wrong         []string
 }
 
+// payDigest is idem_digest of an order's payment record (sql/00009_compact_idem_key.sql), so
+// that the lookup goes through uk_idem_key.
+const payDigest = `LEFT(UNHEX(SHA2(CONCAT(LENGTH('pay_notify'), ':pay_notify', LENGTH(o.channel), ':', o.channel, o.channel_txn_id), 256)), 16)`
+
 // checkOrders verifies every order of a phase: PAID by its channel, exactly one pay_notify
 // record for its channel transaction, exactly one journal row (APPLIED), and one record per
 // applied notification.
 func checkOrders(ctx context.Context, db *sql.DB, prefix string, want []order) (verdict, error) {
 	const q = `SELECT o.trade_no, o.status, COALESCE(o.channel, ''), COALESCE(o.channel_txn_id, ''),
 		  (SELECT COUNT(*) FROM idempotent_record r
-		    WHERE r.biz_type = 'pay_notify' AND r.scope = o.channel AND r.idem_key = o.channel_txn_id),
+		    WHERE r.idem_digest = ` + payDigest + ` AND r.biz_type = 'pay_notify' AND r.scope = o.channel AND r.idem_key = o.channel_txn_id),
 		  (SELECT COUNT(*) FROM notify_journal j WHERE j.trade_no = o.trade_no AND j.outcome = 'APPLIED'),
 		  (SELECT COUNT(*) FROM notify_journal j WHERE j.trade_no = o.trade_no)
 		FROM orders o WHERE o.trade_no LIKE ?`
