@@ -71,8 +71,9 @@ type Service struct {
 
 	// Crash points for tests: afterClaim runs between the committed claim and the business
 	// transaction, beforeCommit inside the transaction after its last statement. A crash at
-	// either must leave nothing or a processing record the sweeper fails.
-	afterClaim, beforeCommit func()
+	// either must leave nothing or a processing record the sweeper fails. afterPricing runs
+	// between the order's insert and the stock's take, for races on the stock.
+	afterClaim, afterPricing, beforeCommit func()
 }
 
 func New(db *repository.DB, g *guard.Guard, cfg Config, render Render, log zerolog.Logger) *Service {
@@ -261,67 +262,116 @@ func (s *Service) replay(ctx context.Context, r Request, rec repository.Record) 
 }
 
 // create runs the business transaction; with a claim, the record's final result commits in it
-// too, fenced on our lock token.
+// too, fenced on our lock token. The SKU's row is taken last, after the order and the record are
+// written: its lock, which every create of that SKU waits for, is held only for that UPDATE and
+// the COMMIT. When the units went meanwhile, the transaction is rolled back and the refusal is
+// the answer, stored in a transaction of its own; when the price changed, it runs again.
 func (s *Service) create(ctx context.Context, r Request, c *claim) (Result, error) {
+	for attempt := 1; ; attempt++ {
+		res, err := s.createOnce(ctx, r, c)
+		switch {
+		case errors.Is(err, repository.ErrPriceChanged) && attempt < 3:
+			continue
+		case errors.Is(err, payment.ErrOutOfStock):
+			res = s.refuse(r, err)
+			return res, s.db.InTx(ctx, func(tx *repository.Tx) error {
+				if err := s.complete(ctx, tx, c, res); err != nil {
+					return err
+				}
+				s.hookBeforeCommit()
+				return nil
+			})
+		}
+		return res, err
+	}
+}
+
+func (s *Service) createOnce(ctx context.Context, r Request, c *claim) (Result, error) {
 	var res Result
 	err := s.db.InTx(ctx, func(tx *repository.Tx) error {
+		var price int64
+		var ordered bool
 		var err error
-		res, err = s.business(ctx, tx, r)
-		if err != nil {
+		if res, price, ordered, err = s.business(ctx, tx, r); err != nil {
 			return err
 		}
-		if c != nil {
-			if err := tx.CompleteRecord(ctx, c.id, c.token, res.Code, res.Body); err != nil {
+		if s.afterPricing != nil {
+			s.afterPricing()
+		}
+		if err := s.complete(ctx, tx, c, res); err != nil {
+			return err
+		}
+		if ordered { // last: the SKU's row lock is held from here to COMMIT
+			if err := tx.TakeStock(ctx, r.Order.SKU, r.Order.Num, price); err != nil {
 				return err
 			}
 		}
-		if s.beforeCommit != nil {
-			s.beforeCommit()
-		}
+		s.hookBeforeCommit()
 		return nil
 	})
 	return res, err
 }
 
-// business takes the stock and inserts the order. Out of stock and unknown SKU are final
-// answers, rendered, stored and replayed like a success.
-func (s *Service) business(ctx context.Context, tx *repository.Tx, r Request) (Result, error) {
-	price, err := tx.TakeStock(ctx, r.Order.SKU, r.Order.Num)
-	var refusal error
-	switch {
-	case errors.Is(err, payment.ErrOutOfStock):
-		refusal = fmt.Errorf("%w: sku %s has fewer than %d units left", payment.ErrOutOfStock, r.Order.SKU, r.Order.Num)
-	case errors.Is(err, payment.ErrNotFound):
-		refusal = fmt.Errorf("%w: sku %s does not exist", ErrUnknownSKU, r.Order.SKU)
-	case err != nil:
-		return Result{}, err
+// complete gives the claim's record its final result res, fenced on our lock token.
+func (s *Service) complete(ctx context.Context, tx *repository.Tx, c *claim, res Result) error {
+	if c == nil {
+		return nil
 	}
-	if refusal != nil {
-		code, body := s.render(nil, refusal)
-		return Result{Code: code, Body: body}, nil
+	return tx.CompleteRecord(ctx, c.id, c.token, res.Code, res.Body)
+}
+
+func (s *Service) hookBeforeCommit() {
+	if s.beforeCommit != nil {
+		s.beforeCommit()
+	}
+}
+
+// refuse renders a final refusal: out of stock, or an unknown SKU. Stored and replayed like a
+// success.
+func (s *Service) refuse(r Request, err error) Result {
+	refusal := fmt.Errorf("%w: sku %s does not exist", ErrUnknownSKU, r.Order.SKU)
+	if errors.Is(err, payment.ErrOutOfStock) {
+		refusal = fmt.Errorf("%w: sku %s has fewer than %d units left", payment.ErrOutOfStock, r.Order.SKU, r.Order.Num)
+	}
+	code, body := s.render(nil, refusal)
+	return Result{Code: code, Body: body}
+}
+
+// business prices the order from the SKU's stock as last committed (no lock) and inserts it;
+// ordered says the caller must then take the units at price, last. Out of stock and unknown SKU
+// are final answers, with nothing inserted.
+func (s *Service) business(ctx context.Context, tx *repository.Tx, r Request) (res Result, price int64, ordered bool, err error) {
+	st, err := tx.ReadStock(ctx, r.Order.SKU)
+	switch {
+	case errors.Is(err, payment.ErrNotFound):
+		return s.refuse(r, err), 0, false, nil
+	case err != nil:
+		return Result{}, 0, false, err
+	case st.Num < r.Order.Num:
+		return s.refuse(r, payment.ErrOutOfStock), 0, false, nil
 	}
 	o := payment.Order{
 		TradeNo:    NewTradeNo(s.now()),
 		UserID:     r.Order.UserID,
 		SKU:        r.Order.SKU,
 		Num:        r.Order.Num,
-		AmountFen:  price * int64(r.Order.Num),
+		AmountFen:  st.PriceFen * int64(r.Order.Num),
 		Currency:   "CNY",
 		Status:     payment.OrderWaitPay,
 		CreateTime: s.now().UTC().Truncate(time.Millisecond),
 	}
 	if err := tx.InsertOrder(ctx, o, r.Scope, r.Key, r.Hash); err != nil {
-		return Result{}, err
+		return Result{}, 0, false, err
 	}
 	if r.Order.Channel != "" {
 		a := payment.Attempt{TradeNo: o.TradeNo, Channel: r.Order.Channel, ChannelRef: r.Order.ChannelRef,
 			CreatedTime: o.CreateTime, NextQueryAt: o.CreateTime}
 		if err := tx.InsertAttempt(ctx, a); err != nil {
-			return Result{}, err
+			return Result{}, 0, false, err
 		}
 	}
 	code, body := s.render(&o, nil)
-	return Result{Code: code, Body: body}, nil
+	return Result{Code: code, Body: body}, st.PriceFen, true, nil
 }
 
 // NewTradeNo makes a 31-character trade_no: "P", the UTC time to the second, 16 random hex

@@ -1,8 +1,12 @@
 package orders
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -164,4 +168,95 @@ func testRender(o *payment.Order, refusal error) (int, []byte) {
 		return 409, []byte(refusal.Error())
 	}
 	return 201, []byte(o.TradeNo)
+}
+
+// The SKU's row is taken last, after the order is written: units another create took meanwhile
+// roll the order back and make the answer a stored, replayed out-of-stock refusal; a price
+// changed meanwhile prices the order again. 12 creates race for 5 units: 5 orders, 7 refusals,
+// nothing oversold, and no order row for a refusal.
+func TestCreateTakesStockLast(t *testing.T) {
+	dsn := testenv.NewDatabase(t)
+	db := testenv.Open(t, dsn)
+	ctx := context.Background()
+	if err := db.PutStock(ctx, payment.Stock{SKU: "HOT", Num: 5, PriceFen: 100}); err != nil {
+		t.Fatal(err)
+	}
+	s := New(db, testenv.Guard(t), Config{Enabled: true, RedisTTL: time.Second, ReturnOriginalResult: true}, testRender, testenv.Logger(t))
+	canonical, _ := Canonical([]byte(`{"user_id":1,"sku":"HOT","num":1}`))
+	order, err := ParseNewOrder(canonical)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := func(key string) Request {
+		return Request{Scope: "order-service", Key: key, Hash: RequestHash("POST", "/v1/orders", canonical), Order: order}
+	}
+
+	// Every create has priced its order before any takes a unit: all 12 saw 5 left.
+	const n = 12
+	var priced sync.WaitGroup
+	priced.Add(n)
+	s.afterPricing = func() { priced.Done(); priced.Wait() }
+	results := make([]Result, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = s.Create(ctx, req(fmt.Sprintf("race-%02d", i)))
+		}()
+	}
+	wg.Wait()
+	s.afterPricing = nil
+	created, refused := 0, 0
+	for i := range n {
+		switch {
+		case errs[i] != nil:
+			t.Errorf("create %d: %v", i, errs[i])
+		case results[i].Code == 201:
+			created++
+		case strings.Contains(string(results[i].Body), "fewer than 1 units left"):
+			refused++
+			again, err := s.Create(ctx, req(fmt.Sprintf("race-%02d", i)))
+			if err != nil || !again.Replayed || !bytes.Equal(again.Body, results[i].Body) {
+				t.Errorf("the refusal of create %d is not replayed: %+v, %v", i, again, err)
+			}
+		default:
+			t.Errorf("create %d: %d %s", i, results[i].Code, results[i].Body)
+		}
+	}
+	if created != 5 || refused != n-5 {
+		t.Fatalf("%d created, %d refused; want 5 and %d", created, refused, n-5)
+	}
+	if left := testenv.Count(t, dsn, `SELECT num FROM stock WHERE sku = 'HOT'`); left != 0 {
+		t.Fatalf("stock left %d, want 0", left)
+	}
+	if rows := testenv.Count(t, dsn, `SELECT COUNT(*) FROM orders`); rows != 5 {
+		t.Fatalf("%d orders, want 5", rows)
+	}
+
+	// The price changes after the order was priced: the create prices it again.
+	if err := db.PutStock(ctx, payment.Stock{SKU: "HOT", Num: 3, PriceFen: 100}); err != nil {
+		t.Fatal(err)
+	}
+	changed := false
+	s.afterPricing = func() {
+		if !changed {
+			changed = true
+			if err := db.PutStock(ctx, payment.Stock{SKU: "HOT", Num: 3, PriceFen: 250}); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	res, err := s.Create(ctx, req("repriced"))
+	if err != nil || res.Code != 201 {
+		t.Fatalf("create across a price change: %+v, %v", res, err)
+	}
+	o, _, err := db.OrderByIdemKey(ctx, "order-service", "repriced")
+	if err != nil || o.AmountFen != 250 {
+		t.Fatalf("the order across a price change: %+v, %v; want it priced at the new 250", o, err)
+	}
+	if left := testenv.Count(t, dsn, `SELECT num FROM stock WHERE sku = 'HOT'`); left != 2 {
+		t.Fatalf("stock left %d, want 2", left)
+	}
 }

@@ -61,9 +61,13 @@ func (db *DB) PutStock(ctx context.Context, s payment.Stock) error {
 
 // GetStock returns payment.ErrNotFound for an unknown SKU.
 func (db *DB) GetStock(ctx context.Context, sku string) (payment.Stock, error) {
+	return getStock(ctx, db.x, sku)
+}
+
+func getStock(ctx context.Context, x getter, sku string) (payment.Stock, error) {
 	const q = `SELECT sku, num, price_fen FROM stock WHERE sku = ?`
 	var r stockRow
-	if err := db.x.GetContext(ctx, &r, q, sku); err != nil {
+	if err := x.GetContext(ctx, &r, q, sku); err != nil {
 		return payment.Stock{}, notFound(err)
 	}
 	return payment.Stock{SKU: r.SKU, Num: r.Num, PriceFen: r.PriceFen}, nil
@@ -75,27 +79,33 @@ func (db *DB) GetOrder(ctx context.Context, tradeNo string) (payment.Order, erro
 	return getOrder(ctx, db.x, q, tradeNo)
 }
 
-// TakeStock decrements a SKU by num only if that many are left, and returns its unit price.
-// Returns payment.ErrOutOfStock if too few are left and payment.ErrNotFound for an unknown SKU.
-func (tx *Tx) TakeStock(ctx context.Context, sku string, num int) (priceFen int64, err error) {
-	const take = `UPDATE stock SET num = num - ? WHERE sku = ? AND num >= ?`
-	res, err := tx.x.ExecContext(ctx, take, num, sku, num)
-	if err = oneRow(res, err); errors.Is(err, ErrFenced) {
-		const exists = `SELECT COUNT(*) FROM stock WHERE sku = ?`
-		var n int
-		if err := tx.x.GetContext(ctx, &n, exists, sku); err != nil {
-			return 0, err
-		}
-		if n == 0 {
-			return 0, payment.ErrNotFound
-		}
-		return 0, payment.ErrOutOfStock
-	} else if err != nil {
-		return 0, err
+// ReadStock reads a SKU's stock and unit price without locking its row (the latest committed
+// values, under READ COMMITTED). payment.ErrNotFound for an unknown SKU.
+func (tx *Tx) ReadStock(ctx context.Context, sku string) (payment.Stock, error) {
+	return getStock(ctx, tx.x, sku)
+}
+
+// ErrPriceChanged: the SKU's price is not the one the order was priced at any more.
+var ErrPriceChanged = errors.New("the sku's price changed")
+
+// TakeStock decrements a SKU by num only if that many are left at the unit price priceFen.
+// Returns payment.ErrOutOfStock if too few are left, ErrPriceChanged if the price is another one
+// now, and payment.ErrNotFound for an unknown SKU. It locks the SKU's row until COMMIT, which
+// every create of that SKU waits for: callers take the stock last.
+func (tx *Tx) TakeStock(ctx context.Context, sku string, num int, priceFen int64) error {
+	const take = `UPDATE stock SET num = num - ? WHERE sku = ? AND num >= ? AND price_fen = ?`
+	res, err := tx.x.ExecContext(ctx, take, num, sku, num, priceFen)
+	if err = oneRow(res, err); !errors.Is(err, ErrFenced) {
+		return err
 	}
-	const price = `SELECT price_fen FROM stock WHERE sku = ?` // the row is ours until commit
-	err = tx.x.GetContext(ctx, &priceFen, price, sku)
-	return priceFen, err
+	st, err := tx.ReadStock(ctx, sku)
+	switch {
+	case err != nil:
+		return err
+	case st.PriceFen != priceFen:
+		return ErrPriceChanged
+	}
+	return payment.ErrOutOfStock
 }
 
 // InsertOrder inserts a WAIT_PAY order; scope, key and hash ("" for none) are the idempotent

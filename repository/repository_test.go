@@ -31,7 +31,7 @@ func TestInTxRetriesDeadlocks(t *testing.T) {
 		defer wg.Done()
 		err := db.InTx(ctx, func(tx *repository.Tx) error {
 			n := attempts.Add(1)
-			if _, err := tx.TakeStock(ctx, first, 1); err != nil {
+			if err := tx.TakeStock(ctx, first, 1, 1); err != nil {
 				return err
 			}
 			if n <= 2 { // only the first round waits for the other, so a retry runs free
@@ -40,8 +40,7 @@ func TestInTxRetriesDeadlocks(t *testing.T) {
 					time.Sleep(time.Millisecond)
 				}
 			}
-			_, err := tx.TakeStock(ctx, second, 1)
-			return err
+			return tx.TakeStock(ctx, second, 1, 1)
 		})
 		if err != nil {
 			t.Errorf("InTx(%s then %s): %v", first, second, err)
@@ -68,13 +67,16 @@ func TestConditionalUpdatesReportRepeats(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := db.InTx(ctx, func(tx *repository.Tx) error {
-		if p, err := tx.TakeStock(ctx, "A", 1); err != nil || p != 5 {
-			t.Fatalf("take: %d, %v", p, err)
+		if err := tx.TakeStock(ctx, "A", 1, 4); !errors.Is(err, repository.ErrPriceChanged) {
+			t.Fatalf("take at another price: %v, want ErrPriceChanged", err)
 		}
-		if _, err := tx.TakeStock(ctx, "A", 1); !errors.Is(err, payment.ErrOutOfStock) {
+		if err := tx.TakeStock(ctx, "A", 1, 5); err != nil {
+			t.Fatalf("take: %v", err)
+		}
+		if err := tx.TakeStock(ctx, "A", 1, 5); !errors.Is(err, payment.ErrOutOfStock) {
 			t.Fatalf("take past zero: %v, want ErrOutOfStock", err)
 		}
-		if _, err := tx.TakeStock(ctx, "NOPE", 1); !errors.Is(err, payment.ErrNotFound) {
+		if err := tx.TakeStock(ctx, "NOPE", 1, 5); !errors.Is(err, payment.ErrNotFound) {
 			t.Fatalf("unknown sku: %v, want ErrNotFound", err)
 		}
 		return nil

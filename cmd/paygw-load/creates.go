@@ -58,8 +58,8 @@ func (c *client) runCreates(ctx context.Context, base string, n int, keyPrefix s
 }
 
 // rawCreates runs the create's own statements for n keys from a bare client at the given
-// concurrency: the claim (committed alone), then one transaction taking one unit of the hot SKU,
-// inserting the order and completing the record, as orders.Service does.
+// concurrency: the claim (committed alone), then one transaction reading the hot SKU's price,
+// inserting the order, completing the record and taking one unit last, as orders.Service does.
 func rawCreates(ctx context.Context, dsn string, n, concurrency int, keyPrefix string) (result, error) {
 	db, err := repository.Open(ctx, dsn, concurrency)
 	if err != nil {
@@ -92,18 +92,21 @@ func rawCreate(ctx context.Context, db *repository.DB, key, reqHash string) erro
 		return err
 	}
 	return db.InTx(ctx, func(tx *repository.Tx) error {
-		price, err := tx.TakeStock(ctx, hotSKU, 1)
+		st, err := tx.ReadStock(ctx, hotSKU)
 		if err != nil {
 			return err
 		}
 		now := time.Now().UTC().Truncate(time.Millisecond)
-		o := payment.Order{TradeNo: orders.NewTradeNo(now), UserID: 7, SKU: hotSKU, Num: 1, AmountFen: price,
+		o := payment.Order{TradeNo: orders.NewTradeNo(now), UserID: 7, SKU: hotSKU, Num: 1, AmountFen: st.PriceFen,
 			Currency: "CNY", Status: payment.OrderWaitPay, CreateTime: now}
 		if err := tx.InsertOrder(ctx, o, createScope, key, reqHash); err != nil {
 			return err
 		}
 		body, _ := json.Marshal(o) // cannot fail; about the size of the gateway's rendered body
-		return tx.CompleteRecord(ctx, id, tok, http.StatusCreated, body)
+		if err := tx.CompleteRecord(ctx, id, tok, http.StatusCreated, body); err != nil {
+			return err
+		}
+		return tx.TakeStock(ctx, hotSKU, 1, st.PriceFen)
 	})
 }
 
