@@ -385,6 +385,14 @@ func TestLoadRefuses(t *testing.T) {
 			yaml: "mysql: {max_open_conns: 0}\n",
 			want: []string{"mysql.max_open_conns"},
 		},
+		"group lanes negative": {
+			yaml: "mysql: {group_lanes: -1}\n",
+			want: []string{"mysql.group_lanes"},
+		},
+		"group lanes beyond the pool": {
+			yaml: "mysql: {max_open_conns: 4, group_lanes: 5}\n",
+			want: []string{"mysql.group_lanes", "(4)"},
+		},
 		"short token": {
 			yaml: "auth: {api_tokens: [{name: shop, token: tooShortTok}]}\n",
 			want: []string{"auth.api_tokens[0].token", "16"},
