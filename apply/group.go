@@ -73,8 +73,10 @@ func groupable(ev payment.Event) bool {
 }
 
 // apply queues ev and returns once a transaction decided it, or with alone set when ev must be
-// applied on the single path by the caller. Whoever gets a lane runs the queue as it stands, so a
-// caller may run a group holding others' payments while another lane runs its own.
+// applied on the single path by the caller. Whoever gets a lane while its own payment is still
+// queued runs the queue as it stands, its own payment with others'. A caller whose payment
+// another lane took only waits for the answer: it never runs others' payments, which would
+// delay its own reply.
 func (g *grouper) apply(ctx context.Context, ev payment.Event) groupResult {
 	it := &groupItem{ctx: ctx, ev: ev, done: make(chan groupResult, 1)}
 	g.mu.Lock()
@@ -82,9 +84,10 @@ func (g *grouper) apply(ctx context.Context, ev payment.Event) groupResult {
 	g.mu.Unlock()
 	for g.isPending(it) {
 		select {
+		case r := <-it.done: // another lane took it and answered meanwhile
+			return r
 		case g.lanes <- struct{}{}:
-			g.run(g.take())
-			<-g.lanes
+			g.runLane(it)
 		case <-ctx.Done():
 			if g.withdraw(it) {
 				return groupResult{err: ctx.Err()}
@@ -96,7 +99,21 @@ func (g *grouper) apply(ctx context.Context, ev payment.Event) groupResult {
 	case r := <-it.done:
 		return r
 	case <-ctx.Done():
-		return groupResult{err: ctx.Err()} // "retry"; the redelivery finds what the group did
+		select {
+		case r := <-it.done: // answered at the same moment: the answer wins
+			return r
+		default:
+			return groupResult{err: ctx.Err()} // "retry"; the redelivery finds what the group did
+		}
+	}
+}
+
+// runLane runs one group from the queue on the lane the caller holds, unless the caller's own
+// payment was taken by another lane meanwhile; the lane is freed whatever happens.
+func (g *grouper) runLane(it *groupItem) {
+	defer func() { <-g.lanes }()
+	if g.isPending(it) {
+		g.run(g.take())
 	}
 }
 
@@ -148,17 +165,23 @@ func (g *grouper) run(batch []*groupItem) {
 		it.done <- groupResult{outcome: outcome, recordID: recordID, err: err}
 		return
 	}
-	// One payment per order in a group: a second one for the same order goes alone.
-	var in []*groupItem
+	// One payment per order in a group: a second one for the same order goes alone, after the
+	// group (told so once the group is over, like every item that leaves the fast path).
+	var in, later []*groupItem
 	seen := make(map[string]bool, len(batch))
 	for _, it := range batch {
 		if seen[it.ev.TradeNo] {
-			it.done <- groupResult{alone: true}
+			later = append(later, it)
 			continue
 		}
 		seen[it.ev.TradeNo] = true
 		in = append(in, it)
 	}
+	defer func() {
+		for _, it := range later {
+			it.done <- groupResult{alone: true}
+		}
+	}()
 	applied, recordID, err := g.commit(in)
 	if err == nil && len(applied) > 0 {
 		g.groups.Add(1)

@@ -265,13 +265,16 @@ func (s *Service) replay(ctx context.Context, r Request, rec repository.Record) 
 // too, fenced on our lock token. The SKU's row is taken last, after the order and the record are
 // written: its lock, which every create of that SKU waits for, is held only for that UPDATE and
 // the COMMIT. When the units went meanwhile, the transaction is rolled back and the refusal is
-// the answer, stored in a transaction of its own; when the price changed, it runs again.
+// the answer, stored in a transaction of its own; when the stock changed otherwise (the price),
+// it runs again, three times at most.
 func (s *Service) create(ctx context.Context, r Request, c *claim) (Result, error) {
 	for attempt := 1; ; attempt++ {
 		res, err := s.createOnce(ctx, r, c)
 		switch {
-		case errors.Is(err, repository.ErrPriceChanged) && attempt < 3:
+		case errors.Is(err, repository.ErrStockChanged) && attempt < 3:
 			continue
+		case errors.Is(err, repository.ErrStockChanged):
+			return Result{}, err
 		case errors.Is(err, payment.ErrOutOfStock):
 			res = s.refuse(r, err)
 			return res, s.db.InTx(ctx, func(tx *repository.Tx) error {

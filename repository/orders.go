@@ -85,13 +85,14 @@ func (tx *Tx) ReadStock(ctx context.Context, sku string) (payment.Stock, error) 
 	return getStock(ctx, tx.x, sku)
 }
 
-// ErrPriceChanged: the SKU's price is not the one the order was priced at any more.
-var ErrPriceChanged = errors.New("the sku's price changed")
+// ErrStockChanged: the SKU's row changed since the order was priced (another price, or units
+// that a transaction in flight had hidden from the UPDATE): price the order again.
+var ErrStockChanged = errors.New("the sku's stock changed while the order was priced")
 
 // TakeStock decrements a SKU by num only if that many are left at the unit price priceFen.
-// Returns payment.ErrOutOfStock if too few are left, ErrPriceChanged if the price is another one
-// now, and payment.ErrNotFound for an unknown SKU. It locks the SKU's row until COMMIT, which
-// every create of that SKU waits for: callers take the stock last.
+// Returns payment.ErrOutOfStock if too few are left, ErrStockChanged if the price is another one
+// now (or the units are there after all), and payment.ErrNotFound for an unknown SKU. It locks
+// the SKU's row until COMMIT, which every create of that SKU waits for: callers take it last.
 func (tx *Tx) TakeStock(ctx context.Context, sku string, num int, priceFen int64) error {
 	const take = `UPDATE stock SET num = num - ? WHERE sku = ? AND num >= ? AND price_fen = ?`
 	res, err := tx.x.ExecContext(ctx, take, num, sku, num, priceFen)
@@ -102,8 +103,8 @@ func (tx *Tx) TakeStock(ctx context.Context, sku string, num int, priceFen int64
 	switch {
 	case err != nil:
 		return err
-	case st.PriceFen != priceFen:
-		return ErrPriceChanged
+	case st.PriceFen != priceFen || st.Num >= num:
+		return ErrStockChanged
 	}
 	return payment.ErrOutOfStock
 }

@@ -67,8 +67,8 @@ func TestConditionalUpdatesReportRepeats(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := db.InTx(ctx, func(tx *repository.Tx) error {
-		if err := tx.TakeStock(ctx, "A", 1, 4); !errors.Is(err, repository.ErrPriceChanged) {
-			t.Fatalf("take at another price: %v, want ErrPriceChanged", err)
+		if err := tx.TakeStock(ctx, "A", 1, 4); !errors.Is(err, repository.ErrStockChanged) {
+			t.Fatalf("take at another price: %v, want ErrStockChanged", err)
 		}
 		if err := tx.TakeStock(ctx, "A", 1, 5); err != nil {
 			t.Fatalf("take: %v", err)
