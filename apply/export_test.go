@@ -4,4 +4,3 @@ package apply
 func (a *Applier) GroupStats() (groups, applied int64) {
 	return a.group.groups.Load(), a.group.applied.Load()
 }
-
