@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -174,24 +175,37 @@ func (c *chaos) stormUnguarded(ctx context.Context) (*figures, error) {
 	return f, nil
 }
 
-// pickMaster chooses the master serving the first slot range, and a key of one of its slots.
+// pickMaster chooses the master of the first shard, and a key of one of its slots.
 func pickMaster(ctx context.Context, rc *redis.ClusterClient) (addr string, slot int, key string, err error) {
-	slots, err := rc.ClusterSlots(ctx).Result()
-	if err != nil || len(slots) == 0 {
-		return "", 0, "", fmt.Errorf("CLUSTER SLOTS: %d ranges, %v", len(slots), err)
+	shards, err := rc.ClusterShards(ctx).Result()
+	if err != nil || len(shards) == 0 || len(shards[0].Slots) == 0 {
+		return "", 0, "", fmt.Errorf("CLUSTER SHARDS: %d shards, %v", len(shards), err)
 	}
-	r := slots[0]
+	master, r := shardMaster(shards[0]), shards[0].Slots[0]
+	if master == "" {
+		return "", 0, "", errors.New("CLUSTER SHARDS: the first shard has no online master")
+	}
 	for i := range 200 {
 		key = "chaos-probe-" + strconv.Itoa(i)
 		s, err := rc.ClusterKeySlot(ctx, key).Result()
 		if err != nil {
 			return "", 0, "", err
 		}
-		if int(s) >= r.Start && int(s) <= r.End {
-			return r.Nodes[0].Addr, int(s), key, nil
+		if s >= r.Start && s <= r.End {
+			return master, int(s), key, nil
 		}
 	}
 	return "", 0, "", fmt.Errorf("no probe key in slots %d-%d", r.Start, r.End)
+}
+
+// shardMaster is the address of a shard's online master ("" if none).
+func shardMaster(sh redis.ClusterShard) string {
+	for _, n := range sh.Nodes {
+		if n.Role == "master" && n.Health == "online" {
+			return net.JoinHostPort(n.IP, strconv.FormatInt(n.Port, 10))
+		}
+	}
+	return ""
 }
 
 // killRedisNode SIGKILLs the cluster node at addr (pid from redis-cluster.sh's pid file).
@@ -243,14 +257,16 @@ func slotMaster(ctx context.Context, addrs []string, skip string, slot int) stri
 			continue
 		}
 		cl := redis.NewClient(&redis.Options{Addr: a, DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
-		slots, err := cl.ClusterSlots(ctx).Result()
+		shards, err := cl.ClusterShards(ctx).Result()
 		_ = cl.Close() // a probe
 		if err != nil {
 			continue
 		}
-		for _, r := range slots {
-			if slot >= r.Start && slot <= r.End && len(r.Nodes) > 0 {
-				return r.Nodes[0].Addr
+		for _, sh := range shards {
+			for _, r := range sh.Slots {
+				if int64(slot) >= r.Start && int64(slot) <= r.End {
+					return shardMaster(sh)
+				}
 			}
 		}
 		return ""

@@ -338,7 +338,7 @@ func RedisCluster(tb testing.TB) []string {
 	tb.Helper()
 	redisClusterMu.Lock()
 	defer redisClusterMu.Unlock()
-	cmd := exec.Command(filepath.Join(repoRoot(tb), "scripts", "redis-cluster.sh"), "up")
+	cmd := exec.Command(filepath.Join(repoRoot(tb), "scripts", "redis-cluster.sh"), "up") // #nosec G204 -- our own script in this checkout
 	if out, err := cmd.CombinedOutput(); err != nil {
 		tb.Fatalf("scripts/redis-cluster.sh up: %v\n%s", err, out)
 	}
@@ -353,7 +353,7 @@ func RedisClusterPid(tb testing.TB, addr string) int {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join(repoRoot(tb), ".redis-cluster", "redis-"+port+".pid"))
+	b, err := os.ReadFile(filepath.Join(repoRoot(tb), ".redis-cluster", "redis-"+port+".pid")) // #nosec G304 -- redis-cluster.sh's pid file in this checkout; port comes from the test's own address
 	if err != nil {
 		tb.Fatalf("pid of the cluster node %s: %v", addr, err)
 	}
