@@ -190,3 +190,55 @@ func TestGaleraDuplicateKeyFailsAtCommit(t *testing.T) {
 		t.Fatalf("node 2 GetRecord after the failed commit = %+v, %v; want node 1's record", rec, err)
 	}
 }
+
+// A Galera node outside the primary component refuses every write, yet still answers
+// `SELECT @@read_only` with 0: ReadOnly must say so from wsrep_ready, so that /readyz takes its
+// replica out of the load balancer. The test partitions node 3 (gmcast.isolate) of a cluster of
+// its own (on the shared one it would stall the other tests' commits for the eviction's 5 s),
+// then lets it back.
+func TestGaleraNodeOutsidePrimaryIsReadOnly(t *testing.T) {
+	servers := testenv.OwnGalera(t, 3331)
+	ctx := context.Background()
+	cfg, err := mysql.ParseDSN(servers[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DBName = "paygw" // made by galera.sh up
+	db := testenv.Open(t, cfg.FormatDSN())
+	root, err := sql.Open("mysql", servers[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	isolate := func(v string) {
+		t.Helper()
+		if _, err := root.ExecContext(ctx, "SET GLOBAL wsrep_provider_options = 'gmcast.isolate="+v+"'"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	readOnlyWithin := func(want bool, d time.Duration) {
+		t.Helper()
+		start := time.Now()
+		for {
+			ro, err := db.ReadOnly(ctx)
+			if err == nil && ro == want {
+				t.Logf("ReadOnly %v after %s", want, time.Since(start).Round(time.Millisecond))
+				return
+			}
+			if time.Since(start) > d {
+				t.Fatalf("ReadOnly = %v, %v after %s; want %v", ro, err, d, want)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	readOnlyWithin(false, time.Second)
+	isolate("1")
+	t.Cleanup(func() { _, _ = root.Exec("SET GLOBAL wsrep_provider_options = 'gmcast.isolate=0'") })
+	readOnlyWithin(true, 30*time.Second)
+	var globalRO bool
+	if err := root.QueryRowContext(ctx, "SELECT @@global.read_only").Scan(&globalRO); err != nil || globalRO {
+		t.Fatalf("@@global.read_only = %v, %v: the node was meant to look writable to that check", globalRO, err)
+	}
+	isolate("0")
+	readOnlyWithin(false, 60*time.Second)
+}

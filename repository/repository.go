@@ -162,9 +162,20 @@ func (db *DB) Close() error { return db.x.Close() }
 func (db *DB) Ping(ctx context.Context) error { return db.x.PingContext(ctx) }
 
 // ReadOnly reports whether this pool's writes would be refused: the server is read_only (a
-// replica, or an operator fencing it) or the session's transactions are read-only. MariaDB before
-// 11.1 names the session variable tx_read_only, MySQL 8 only transaction_read_only.
+// replica, or an operator fencing it) or the session's transactions are read-only, or, on
+// Galera, the node is outside the primary component (wsrep_ready OFF: partitioned away, or
+// still joining), where it still answers reads of variables but refuses every write. MariaDB
+// before 11.1 names the session variable tx_read_only, MySQL 8 only transaction_read_only.
 func (db *DB) ReadOnly(ctx context.Context) (bool, error) {
+	if db.galera {
+		var name, ready string
+		if err := db.x.QueryRowContext(ctx, `SHOW STATUS LIKE 'wsrep_ready'`).Scan(&name, &ready); err != nil {
+			return false, err
+		}
+		if ready != "ON" {
+			return true, nil
+		}
+	}
 	var err error
 	for _, name := range []string{"tx_read_only", "transaction_read_only"} {
 		var global, session bool
