@@ -449,11 +449,7 @@ func TestWireReadOnlyDatabaseNeverAnswersSuccess(t *testing.T) {
 	}
 	cfg.Params["tx_read_only"] = "1"
 	ro := newHarness(t, options{dsn: cfg.FormatDSN()})
-	for range 3 {
-		r, took := timed(func() response { return ro.send("alipay", pay) })
-		wantChannelReply(t, "alipay", r, payment.ReplyRetry)
-		wantWithin(t, "a refused write", took, time.Second)
-	}
+	ro.wantRetries(pay, "a refused write")
 	if records, journal, _ := writable.rows(tn); records != 0 || journal != 0 {
 		t.Fatalf("a read-only database holds %d records, %d journal rows", records, journal)
 	}
@@ -509,11 +505,7 @@ func TestWireDiskFullNeverAnswersSuccess(t *testing.T) {
 	if r := h.do("GET", "/readyz", "", nil, ""); r.code != 200 {
 		t.Fatalf("readyz before any write failed = %d %s", r.code, r.body)
 	}
-	for range 3 {
-		r, took := timed(func() response { return h.send("alipay", pay) })
-		wantChannelReply(t, "alipay", r, payment.ReplyRetry)
-		wantWithin(t, "a write refused for want of space", took, time.Second)
-	}
+	h.wantRetries(pay, "a write refused for want of space")
 	if records, journal, _ := h.rows(tn); records != 0 || journal != 0 {
 		t.Fatalf("a full database holds %d records, %d journal rows", records, journal)
 	}
@@ -569,11 +561,7 @@ func TestWireGlobalReadOnly(t *testing.T) {
 	if _, err := root.Exec("SET GLOBAL read_only = 1"); err != nil {
 		t.Fatal(err)
 	}
-	for range 3 {
-		r, took := timed(func() response { return h.send("alipay", pay) })
-		wantChannelReply(t, "alipay", r, payment.ReplyRetry)
-		wantWithin(t, "a write refused by read_only", took, time.Second)
-	}
+	h.wantRetries(pay, "a write refused by read_only")
 	if r := h.do("GET", "/readyz", "", nil, ""); r.code != 503 || !strings.Contains(r.body, `"mysql":"read_only"`) {
 		t.Fatalf("readyz on a read_only server = %d %s, want 503 with \"mysql\":\"read_only\"", r.code, r.body)
 	}
@@ -677,5 +665,16 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
+	}
+}
+
+// wantRetries delivers pay three times and wants "retry" each time, within a second: what a
+// database that refuses writes must answer.
+func (h *harness) wantRetries(pay simulate.Payment, what string) {
+	h.t.Helper()
+	for range 3 {
+		r, took := timed(func() response { return h.send("alipay", pay) })
+		wantChannelReply(h.t, "alipay", r, payment.ReplyRetry)
+		wantWithin(h.t, what, took, time.Second)
 	}
 }

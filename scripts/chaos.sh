@@ -39,9 +39,7 @@ REDIS_PORT="${CHAOS_REDIS_PORT:-6479}"
 if [ -n "$SHORT" ]; then TIMEOUT="${CHAOS_TIMEOUT:-110}"; else TIMEOUT="${CHAOS_TIMEOUT:-900}"; fi
 if [ -n "$CLUSTER" ]; then
   if [ -n "$SHORT" ]; then TIMEOUT="${CHAOS_TIMEOUT:-240}"; else TIMEOUT="${CHAOS_TIMEOUT:-1200}"; fi
-  export GALERA_PORT="${CHAOS_GALERA_PORT:-3321}"
-  export GALERA_GCOMM_PORT=$((4571 + 3 * (GALERA_PORT - 3311))) # 3321 -> 4601; 3311 (the tests') -> 4571
-  export GALERA_IST_PORT=$((GALERA_GCOMM_PORT + 10)) GALERA_SST_PORT=$((GALERA_GCOMM_PORT + 20))
+  export GALERA_PORT="${CHAOS_GALERA_PORT:-3321}" # galera.sh derives its other ports from it
   export REDIS_CLUSTER_PORT="${CHAOS_REDIS_CLUSTER_PORT:-7201}"
   ARGS+=(--galera scripts/galera.sh --galera-port "$GALERA_PORT" --redis-cluster-port "$REDIS_CLUSTER_PORT")
 fi

@@ -9,8 +9,8 @@
 #
 # Node i listens for SQL on 127.0.0.1:$((GALERA_PORT+i-1)) (default 3311..3313), for group
 # communication on 4571..4573, IST on 4581..4583 and rsync SST on 4591..4593. Root logs in over
-# TCP without a password, like scripts/services.sh. GALERA_GCOMM_PORT, GALERA_IST_PORT and
-# GALERA_SST_PORT move the other ports. State lives in <repo>/.galera/ (.galera-<GALERA_PORT>/ for
+# TCP without a password, like scripts/services.sh. The other ports follow GALERA_PORT (see below);
+# GALERA_GCOMM_PORT, GALERA_IST_PORT and GALERA_SST_PORT set them outright. State lives in <repo>/.galera/ (.galera-<GALERA_PORT>/ for
 # other ports; git-ignored), or in /var/tmp/paygw-galera-<checksum of the repo path>[-<port>] when
 # the nodes' user cannot reach the repo.
 # A cluster that already answers on those ports (started elsewhere) is used as is, never stopped.
@@ -24,9 +24,11 @@ set -euo pipefail
 export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 
 GALERA_PORT="${GALERA_PORT:-3311}"
-GCOMM_PORT="${GALERA_GCOMM_PORT:-4571}"
-IST_PORT="${GALERA_IST_PORT:-4581}"
-SST_PORT="${GALERA_SST_PORT:-4591}"
+# The other ports follow GALERA_PORT, three apart per SQL port: 3311 -> 4571, 4581, 4591 (the tests'),
+# 3321 -> 4601, 4611, 4621 (make chaos-cluster's). Each can still be set on its own.
+GCOMM_PORT="${GALERA_GCOMM_PORT:-$((4571 + 3 * (GALERA_PORT - 3311)))}"
+IST_PORT="${GALERA_IST_PORT:-$((GCOMM_PORT + 10))}"
+SST_PORT="${GALERA_SST_PORT:-$((GCOMM_PORT + 20))}"
 NODES=3
 HOST=127.0.0.1
 START_TIMEOUT="${GALERA_START_TIMEOUT:-120}"

@@ -179,35 +179,33 @@ func (s services) up(ctx context.Context) error {
 	return nil
 }
 
-func (s services) pid(name string, port int) (int, error) {
-	b, err := os.ReadFile(filepath.Join(s.dir, fmt.Sprintf("%s-%d.pid", name, port)))
+// kill sends sig to the service's process and waits (at most timeout) until it is gone.
+func (s services) kill(name string, port int, sig syscall.Signal, timeout time.Duration) error {
+	comm := map[string]string{"redis": "redis-server", "mariadb": "mariadbd"}[name]
+	return killPidFile(filepath.Join(s.dir, fmt.Sprintf("%s-%d.pid", name, port)), comm, sig, timeout)
+}
+
+// killPidFile sends sig to the process a script's pid file names, provided it is comm, and waits
+// (at most timeout) until it is gone.
+func killPidFile(path, comm string, sig syscall.Signal, timeout time.Duration) error {
+	b, err := os.ReadFile(path) // #nosec G304 -- a pid file of our own scripts' state in this checkout
 	if err != nil {
-		return 0, fmt.Errorf("%s on %d was not started by services.sh (no pid file): %w", name, port, err)
+		return fmt.Errorf("%s was not started by our scripts (no pid file): %w", comm, err)
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil || pid <= 1 {
-		return 0, fmt.Errorf("%s pid file: %q", name, b)
+		return fmt.Errorf("pid file %s: %q", path, b)
 	}
-	return pid, nil
-}
-
-// kill sends sig to the service's process and waits (at most timeout) until it is gone.
-func (s services) kill(name string, port int, sig syscall.Signal, timeout time.Duration) error {
-	pid, err := s.pid(name, port)
-	if err != nil {
-		return err
-	}
-	comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-	if !strings.HasPrefix(string(comm), map[string]string{"redis": "redis-server", "mariadb": "mariadbd"}[name]) {
-		return fmt.Errorf("pid %d of %s is %q, not ours", pid, name, strings.TrimSpace(string(comm)))
+	if got, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); !strings.HasPrefix(string(got), comm) {
+		return fmt.Errorf("pid %d of %s is %q, not ours", pid, path, strings.TrimSpace(string(got)))
 	}
 	if err := syscall.Kill(pid, sig); err != nil {
-		return fmt.Errorf("kill %s %d: %w", name, pid, err)
+		return fmt.Errorf("kill %s %d: %w", comm, pid, err)
 	}
 	deadline := time.Now().Add(timeout)
 	for alive(pid) {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s (pid %d) still alive %s after %s", name, pid, timeout, sig)
+			return fmt.Errorf("%s (pid %d) still alive %s after %s", comm, pid, timeout, sig)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -215,23 +215,7 @@ func (c *chaos) killRedisNode(addr string) error {
 		state += "-" + strconv.Itoa(c.o.redisClusterPort)
 	}
 	_, port, _ := strings.Cut(addr, ":")
-	b, err := os.ReadFile(filepath.Join(c.o.repo, state, "redis-"+port+".pid")) // #nosec G304 -- redis-cluster.sh's pid file in this checkout
-	if err != nil {
-		return err
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 1 {
-		return fmt.Errorf("pid file of %s: %q", addr, b)
-	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		return fmt.Errorf("kill redis %s (pid %d): %w", addr, pid, err)
-	}
-	for deadline := time.Now().Add(10 * time.Second); alive(pid); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("redis %s (pid %d) alive 10s after SIGKILL", addr, pid)
-		}
-	}
-	return nil
+	return killPidFile(filepath.Join(c.o.repo, state, "redis-"+port+".pid"), "redis-server", syscall.SIGKILL, 10*time.Second)
 }
 
 // waitFailover returns when another node serves slot as master and a write of key there

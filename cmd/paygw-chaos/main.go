@@ -90,7 +90,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.doc, "doc", "", "write the figures into this markdown file between the chaos markers")
 	fs.BoolVar(&o.cluster, "cluster", false, "run on a Galera cluster and a Redis Cluster (replica i writes to node i+1)")
 	fs.StringVar(&o.galeraScript, "galera", "scripts/galera.sh", "scripts/galera.sh (kills and restarts Galera nodes) with --cluster")
-	fs.IntVar(&o.galeraPort, "galera-port", 3321, "SQL port of the Galera cluster's node 1 with --cluster (node i: port+i-1); GALERA_*_PORT in the environment go to the script")
+	fs.IntVar(&o.galeraPort, "galera-port", 3321, "SQL port of the Galera cluster's node 1 with --cluster (node i: port+i-1; scripts/galera.sh derives the other ports)")
 	fs.IntVar(&o.redisClusterPort, "redis-cluster-port", 7201, "port of the Redis Cluster's first node with --cluster (the next five are the others)")
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -156,35 +156,13 @@ func GaleraDatabase(tb testing.TB) []string {
 }
 
 // OwnGalera starts a 3-node Galera cluster of the test's own with scripts/galera.sh, its SQL on
-// port..port+2 (group communication, IST and SST ports derived as scripts/chaos.sh does), for a
+// port..port+2 (the script derives its other ports from port), for a
 // test that disturbs the cluster (partitions a node) where the shared one serves other tests at
 // the same time; it is stopped when the test ends. Returns the nodes' server DSNs. A cluster that
 // cannot start fails the test.
 func OwnGalera(tb testing.TB, port int) []string {
 	tb.Helper()
-	_, self, _, ok := runtime.Caller(0)
-	if !ok {
-		tb.Fatal("cannot locate scripts/galera.sh")
-	}
-	script := filepath.Join(filepath.Dir(self), "..", "..", "scripts", "galera.sh")
-	gcomm := 4571 + 3*(port-3311)
-	env := append(os.Environ(), "GALERA_PORT="+strconv.Itoa(port), "GALERA_GCOMM_PORT="+strconv.Itoa(gcomm),
-		"GALERA_IST_PORT="+strconv.Itoa(gcomm+10), "GALERA_SST_PORT="+strconv.Itoa(gcomm+20))
-	run := func(arg string) ([]byte, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, script, arg) // #nosec G204 -- our own script
-		cmd.Env = env
-		return cmd.CombinedOutput()
-	}
-	if out, err := run("up"); err != nil {
-		tb.Fatalf("scripts/galera.sh up on %d: %v\n%s", port, err, out)
-	}
-	tb.Cleanup(func() {
-		if out, err := run("down"); err != nil {
-			tb.Errorf("scripts/galera.sh down on %d: %v\n%s", port, err, out)
-		}
-	})
+	ownUntilCleanup(tb, "galera.sh", "GALERA_PORT="+strconv.Itoa(port)) // the script derives the other ports
 	dsns := make([]string, GaleraNodes)
 	for i := range dsns {
 		dsns[i] = fmt.Sprintf("root@tcp(127.0.0.1:%d)/", port+i)

@@ -310,20 +310,29 @@ func runQuiet(cmd *exec.Cmd) (string, error) {
 // cannot start fails the test.
 func OwnMariaDB(tb testing.TB, port int) string {
 	tb.Helper()
-	services := func(cmd string) ([]byte, error) {
-		c := exec.Command(filepath.Join(repoRoot(tb), "scripts", "services.sh"), cmd, "mariadb") // #nosec G204 -- our own script
-		c.Env = append(os.Environ(), "MYSQL_PORT="+strconv.Itoa(port))
+	ownUntilCleanup(tb, "services.sh", "MYSQL_PORT="+strconv.Itoa(port), "mariadb")
+	return fmt.Sprintf("root@tcp(127.0.0.1:%d)/", port)
+}
+
+// ownUntilCleanup runs `scripts/<script> up [args]` with env added to the environment, failing
+// the test if it fails, and `down [args]` when the test ends: a service of the test's own.
+func ownUntilCleanup(tb testing.TB, script, env string, args ...string) {
+	tb.Helper()
+	run := func(cmd string) ([]byte, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		c := exec.CommandContext(ctx, filepath.Join(repoRoot(tb), "scripts", script), append([]string{cmd}, args...)...) // #nosec G204 -- our own script
+		c.Env = append(os.Environ(), env)
 		return c.CombinedOutput()
 	}
-	if out, err := services("up"); err != nil {
-		tb.Fatalf("scripts/services.sh up mariadb on %d: %v\n%s", port, err, out)
+	if out, err := run("up"); err != nil {
+		tb.Fatalf("scripts/%s up %v (%s): %v\n%s", script, args, env, err, out)
 	}
 	tb.Cleanup(func() {
-		if out, err := services("down"); err != nil {
-			tb.Errorf("scripts/services.sh down mariadb on %d: %v\n%s", port, err, out)
+		if out, err := run("down"); err != nil {
+			tb.Errorf("scripts/%s down %v (%s): %v\n%s", script, args, env, err, out)
 		}
 	})
-	return fmt.Sprintf("root@tcp(127.0.0.1:%d)/", port)
 }
 
 // The local Redis Cluster of scripts/redis-cluster.sh (its default ports).
