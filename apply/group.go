@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
-	"sync"
 	"sync/atomic"
 
+	"github.com/paygw/paygw/internal/batch"
 	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/repository"
 )
@@ -15,11 +15,11 @@ import (
 // Group apply: first-time payments in flight at the same moment share one transaction, the way
 // InnoDB groups commits.
 //
-// At most `lanes` transactions of payments run at once. A payment that finds a lane free takes it
-// and is applied at once, alone, exactly as on the single path: a quiet gateway adds no latency
-// and no statement. While every lane is in MySQL, arriving payments wait in a queue, and the next
-// caller to get a lane takes the whole queue (up to groupMax) into one transaction: natural
-// batching, no timer.
+// At most `lanes` transactions of payments run at once (internal/batch). A payment that finds a
+// lane free takes it and is applied at once, alone, exactly as on the single path: a quiet
+// gateway adds no latency and no statement. While every lane is in MySQL, arriving payments wait
+// in a queue, and the next caller to get a lane takes the whole queue (up to groupMax) into one
+// transaction: natural batching, no timer.
 //
 // A group's transaction locks, in one SELECT ... FOR UPDATE, those of its orders that are
 // WAIT_PAY with no refund pending; then one UPDATE moves those whose payment matches to PAID,
@@ -39,20 +39,13 @@ const groupMax = 64
 const DefaultGroupLanes = 2
 
 type grouper struct {
-	a     *Applier
-	lanes chan struct{}
-
-	mu      sync.Mutex
-	pending []*groupItem
+	a *Applier
+	q *batch.Queue[payment.Event, groupResult]
 
 	groups, applied atomic.Int64 // groups committed, and the payments they applied
 }
 
-type groupItem struct {
-	ctx  context.Context
-	ev   payment.Event
-	done chan groupResult // buffered: whoever runs the item never waits on its caller
-}
+type groupItem = batch.Item[payment.Event, groupResult]
 
 // groupResult is what became of one payment: applied by its group, applied alone by the caller
 // that ran it, or left for its own caller to apply alone (alone).
@@ -64,7 +57,9 @@ type groupResult struct {
 }
 
 func newGrouper(a *Applier, lanes int) *grouper {
-	return &grouper{a: a, lanes: make(chan struct{}, lanes)}
+	g := &grouper{a: a}
+	g.q = batch.New(lanes, groupMax, g.run)
+	return g
 }
 
 // groupable: a payment whose order is named for sure. Everything else takes the single path.
@@ -73,58 +68,14 @@ func groupable(ev payment.Event) bool {
 }
 
 // apply queues ev and returns once a transaction decided it, or with alone set when ev must be
-// applied on the single path by the caller. Whoever gets a lane while its own payment is still
-// queued runs the queue as it stands, its own payment with others'. A caller whose payment
-// another lane took only waits for the answer: it never runs others' payments, which would
-// delay its own reply.
+// applied on the single path by the caller. A caller whose context ends first gets "retry";
+// the redelivery finds what the group did.
 func (g *grouper) apply(ctx context.Context, ev payment.Event) groupResult {
-	it := &groupItem{ctx: ctx, ev: ev, done: make(chan groupResult, 1)}
-	g.mu.Lock()
-	g.pending = append(g.pending, it)
-	g.mu.Unlock()
-	for g.isPending(it) {
-		select {
-		case r := <-it.done: // another lane took it and answered meanwhile
-			return r
-		case g.lanes <- struct{}{}:
-			g.runLane(it)
-		case <-ctx.Done():
-			if g.withdraw(it) {
-				return groupResult{err: ctx.Err()}
-			}
-		}
+	r, err := g.q.Do(ctx, ev)
+	if err != nil {
+		return groupResult{err: err}
 	}
-	// A transaction has it.
-	select {
-	case r := <-it.done:
-		return r
-	case <-ctx.Done():
-		select {
-		case r := <-it.done: // answered at the same moment: the answer wins
-			return r
-		default:
-			return groupResult{err: ctx.Err()} // "retry"; the redelivery finds what the group did
-		}
-	}
-}
-
-// runLane runs one group from the queue on the lane the caller holds, unless the caller's own
-// payment was taken by another lane meanwhile; the lane is freed whatever happens.
-func (g *grouper) runLane(it *groupItem) {
-	defer func() { <-g.lanes }()
-	if g.isPending(it) {
-		g.run(g.take())
-	}
-}
-
-// take empties the queue into one group (groupMax at most; the rest waits for the next lane).
-func (g *grouper) take() []*groupItem {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	n := min(len(g.pending), groupMax)
-	batch := slices.Clone(g.pending[:n])
-	g.pending = slices.Delete(g.pending, 0, n)
-	return batch
+	return r
 }
 
 // Queued is how many payments wait for a lane right now (0 with group apply off).
@@ -132,26 +83,7 @@ func (a *Applier) Queued() int {
 	if a.group == nil {
 		return 0
 	}
-	a.group.mu.Lock()
-	defer a.group.mu.Unlock()
-	return len(a.group.pending)
-}
-
-func (g *grouper) isPending(it *groupItem) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return slices.Contains(g.pending, it)
-}
-
-// withdraw takes it out of the queue if no transaction has taken it yet.
-func (g *grouper) withdraw(it *groupItem) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	i := slices.Index(g.pending, it)
-	if i >= 0 {
-		g.pending = slices.Delete(g.pending, i, i+1)
-	}
-	return i >= 0
+	return a.group.q.Len()
 }
 
 // run applies a batch: one payment alone on the single path, several in one group.
@@ -161,8 +93,8 @@ func (g *grouper) run(batch []*groupItem) {
 		return
 	case 1:
 		it := batch[0]
-		outcome, recordID, err := g.a.applyAlone(it.ctx, it.ev)
-		it.done <- groupResult{outcome: outcome, recordID: recordID, err: err}
+		outcome, recordID, err := g.a.applyAlone(it.Ctx, it.Value)
+		it.Answer(groupResult{outcome: outcome, recordID: recordID, err: err})
 		return
 	}
 	// One payment per order in a group: a second one for the same order goes alone, after the
@@ -170,16 +102,16 @@ func (g *grouper) run(batch []*groupItem) {
 	var in, later []*groupItem
 	seen := make(map[string]bool, len(batch))
 	for _, it := range batch {
-		if seen[it.ev.TradeNo] {
+		if seen[it.Value.TradeNo] {
 			later = append(later, it)
 			continue
 		}
-		seen[it.ev.TradeNo] = true
+		seen[it.Value.TradeNo] = true
 		in = append(in, it)
 	}
 	defer func() {
 		for _, it := range later {
-			it.done <- groupResult{alone: true}
+			it.Answer(groupResult{alone: true})
 		}
 	}()
 	applied, recordID, err := g.commit(in)
@@ -190,9 +122,9 @@ func (g *grouper) run(batch []*groupItem) {
 	}
 	for _, it := range in {
 		if err == nil && slices.Contains(applied, it) {
-			it.done <- groupResult{outcome: payment.OutcomeApplied, recordID: recordID}
+			it.Answer(groupResult{outcome: payment.OutcomeApplied, recordID: recordID})
 		} else {
-			it.done <- groupResult{alone: true}
+			it.Answer(groupResult{alone: true})
 		}
 	}
 }
@@ -205,12 +137,12 @@ var errGroupRace = errors.New("a locked order did not move to PAID")
 // their record ids (every record of the group commits with it, so any of them vouches for all).
 func (g *grouper) commit(in []*groupItem) (applied []*groupItem, recordID int64, err error) {
 	// The group outlives no caller by much: the first item's values, none of its cancellation.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(in[0].ctx), ApplyTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(in[0].Ctx), ApplyTimeout)
 	defer cancel()
 	now := g.a.stamp()
 	tradeNos := make([]string, len(in))
 	for i, it := range in {
-		tradeNos[i] = it.ev.TradeNo
+		tradeNos[i] = it.Value.TradeNo
 	}
 	err = g.a.db.TryTx(ctx, func(tx *repository.Tx) error {
 		applied = applied[:0]
@@ -222,7 +154,7 @@ func (g *grouper) commit(in []*groupItem) (applied []*groupItem, recordID int64,
 		var recs []repository.DoneRecord
 		var evs []payment.Event
 		for _, it := range in {
-			ev := it.ev
+			ev := it.Value
 			if o, ok := payable[ev.TradeNo]; !ok || o.AmountFen != ev.AmountFen || o.Currency != ev.Currency {
 				continue // the single path tells why
 			}

@@ -99,7 +99,8 @@ type MySQL struct {
 	DSN          string `koanf:"dsn"`
 	MaxOpenConns int    `koanf:"max_open_conns"`
 	// GroupLanes: how many payment transactions run at once before first-time payments queue
-	// and are applied in shared transactions (group apply); 0 applies each alone.
+	// and are applied in shared transactions (group apply), and likewise for the idempotent
+	// creates (a group takes a SKU's units with one UPDATE); 0 runs each alone.
 	GroupLanes int `koanf:"group_lanes"`
 }
 

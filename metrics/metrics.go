@@ -29,6 +29,7 @@ type Metrics struct {
 	applyRetries     *prometheus.CounterVec
 	txDuration       prometheus.Histogram
 	groupSize        prometheus.Histogram
+	createGroupSize  prometheus.Histogram
 	orderCreates     *prometheus.CounterVec
 	replays          prometheus.Counter
 	sweeperFailed    prometheus.Counter
@@ -70,6 +71,11 @@ func New(version string) *Metrics {
 	m.groupSize = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "paygw_apply_group_size",
 		Help:    "Payments applied together by one committed group transaction (group apply); _count is groups, _sum payments.",
+		Buckets: []float64{2, 4, 8, 16, 32, 64},
+	})
+	m.createGroupSize = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "paygw_create_group_size",
+		Help:    "Idempotent creates committed together by one group transaction; _count is groups, _sum creates.",
 		Buckets: []float64{2, 4, 8, 16, 32, 64},
 	})
 	m.txDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -121,7 +127,7 @@ func New(version string) *Metrics {
 	build.WithLabelValues(version).Set(1)
 
 	for _, c := range []prometheus.Collector{m.notifications, m.notificationTime, m.verifyFailures, m.guard, m.applyRetries,
-		m.txDuration, m.groupSize, m.orderCreates, m.replays, m.sweeperFailed, m.purged, m.reconcileQueries, m.discrepancies,
+		m.txDuration, m.groupSize, m.createGroupSize, m.orderCreates, m.replays, m.sweeperFailed, m.purged, m.reconcileQueries, m.discrepancies,
 		m.reconcileSuccess, m.httpRequests, m.httpDuration, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
@@ -264,6 +270,14 @@ func (m *Metrics) ApplyGroup(size int) {
 		return
 	}
 	m.groupSize.Observe(float64(size))
+}
+
+// CreateGroup observes one committed group of idempotent creates.
+func (m *Metrics) CreateGroup(size int) {
+	if m == nil {
+		return
+	}
+	m.createGroupSize.Observe(float64(size))
 }
 
 // TxDone observes one transaction's time, retries included.

@@ -13,11 +13,13 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/paygw/paygw/guard"
+	"github.com/paygw/paygw/internal/batch"
 	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/repository"
 )
@@ -74,10 +76,15 @@ type Service struct {
 	// either must leave nothing or a processing record the sweeper fails. afterPricing runs
 	// between the order's insert and the stock's take, for races on the stock.
 	afterClaim, afterPricing, beforeCommit func()
+
+	group           *batch.Queue[createItem, createAnswer] // nil: every create alone (group.go)
+	groups, grouped atomic.Int64                           // groups committed, and the creates in them
 }
 
 func New(db *repository.DB, g *guard.Guard, cfg Config, render Render, log zerolog.Logger) *Service {
-	return &Service{db: db, guard: g, cfg: cfg, render: render, log: log, now: time.Now}
+	s := &Service{db: db, guard: g, cfg: cfg, render: render, log: log, now: time.Now}
+	s.SetGroupLanes(DefaultGroupLanes)
+	return s
 }
 
 // Request is a create-order call as the HTTP layer hands it over.
@@ -137,7 +144,7 @@ type Result struct {
 // failure (nothing final was stored: the client may retry with the same key).
 func (s *Service) Create(ctx context.Context, r Request) (Result, error) {
 	if !s.cfg.Enabled || r.Key == "" {
-		return s.create(ctx, r, nil)
+		return s.createGrouped(ctx, r, nil)
 	}
 	lock, err := s.guard.Acquire(ctx, "idem:"+r.Scope+":"+r.Key, s.cfg.RedisTTL)
 	if errors.Is(err, guard.ErrHeld) {
@@ -152,7 +159,7 @@ func (s *Service) Create(ctx context.Context, r Request) (Result, error) {
 	if s.afterClaim != nil {
 		s.afterClaim()
 	}
-	res, err := s.create(ctx, r, &c)
+	res, err := s.createGrouped(ctx, r, &c)
 	switch {
 	case errors.Is(err, repository.ErrFenced):
 		// The sweeper failed our claim and a retry took it over. Ours rolled back: the
@@ -353,28 +360,35 @@ func (s *Service) business(ctx context.Context, tx *repository.Tx, r Request) (r
 	case st.Num < r.Order.Num:
 		return s.refuse(r, payment.ErrOutOfStock), 0, false, nil
 	}
+	res, err = s.placeOrder(ctx, tx, r, st.PriceFen)
+	return res, st.PriceFen, err == nil, err
+}
+
+// placeOrder inserts the WAIT_PAY order of r at the unit price priceFen, with its first payment
+// attempt if it names one, and renders it.
+func (s *Service) placeOrder(ctx context.Context, tx *repository.Tx, r Request, priceFen int64) (Result, error) {
 	o := payment.Order{
 		TradeNo:    NewTradeNo(s.now()),
 		UserID:     r.Order.UserID,
 		SKU:        r.Order.SKU,
 		Num:        r.Order.Num,
-		AmountFen:  st.PriceFen * int64(r.Order.Num),
+		AmountFen:  priceFen * int64(r.Order.Num),
 		Currency:   "CNY",
 		Status:     payment.OrderWaitPay,
 		CreateTime: s.now().UTC().Truncate(time.Millisecond),
 	}
 	if err := tx.InsertOrder(ctx, o, r.Scope, r.Key, r.Hash); err != nil {
-		return Result{}, 0, false, err
+		return Result{}, err
 	}
 	if r.Order.Channel != "" {
 		a := payment.Attempt{TradeNo: o.TradeNo, Channel: r.Order.Channel, ChannelRef: r.Order.ChannelRef,
 			CreatedTime: o.CreateTime, NextQueryAt: o.CreateTime}
 		if err := tx.InsertAttempt(ctx, a); err != nil {
-			return Result{}, 0, false, err
+			return Result{}, err
 		}
 	}
 	code, body := s.render(&o, nil)
-	return Result{Code: code, Body: body}, st.PriceFen, true, nil
+	return Result{Code: code, Body: body}, nil
 }
 
 // NewTradeNo makes a 31-character trade_no: "P", the UTC time to the second, 16 random hex

@@ -182,6 +182,7 @@ func TestCreateTakesStockLast(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := New(db, testenv.Guard(t), Config{Enabled: true, RedisTTL: time.Second, ReturnOriginalResult: true}, testRender, testenv.Logger(t))
+	s.SetGroupLanes(0) // the single path: all 12 price before any takes (group_test.go groups them)
 	canonical, _ := Canonical([]byte(`{"user_id":1,"sku":"HOT","num":1}`))
 	order, err := ParseNewOrder(canonical)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -49,6 +50,12 @@ type bench struct {
 	purgedRows int64             // rows the purge deleted during purge_on
 	background float64
 	growthGen  time.Duration
+
+	// What the phases share (phases.go).
+	sets                      map[string]*set
+	keys                      simulate.Manifest
+	cl                        *client // 32 (--concurrency) in flight
+	url, growthURL, verifyURL string
 }
 
 // One set of orders per scenario that needs fresh WAIT_PAY orders.
@@ -77,7 +84,6 @@ func (b *bench) run(ctx context.Context) error {
 	b.started = time.Now()
 	b.results, b.profiles = map[string]result{}, map[string]string{}
 	o := b.opts
-	n := func(base int) int { return max(int(float64(base)*o.scale), 8*o.concurrency) }
 
 	// Services: the shared MariaDB (own databases), our own Redis.
 	var err error
@@ -101,6 +107,9 @@ func (b *bench) run(ctx context.Context) error {
 
 	// The growth table first: it is the longest step, and it must be in place before the
 	// rounds that compare it with the empty one.
+	if !o.wants("growth") {
+		b.opts.growthRows, o.growthRows = 0, 0
+	}
 	t := time.Now()
 	b.logf("growing %s.idempotent_record to %d rows", growthDB, o.growthRows)
 	if err := b.admin.growRecords(ctx, growthDB, o.growthRows, func(done int64) {
@@ -136,12 +145,20 @@ func (b *bench) run(ctx context.Context) error {
 		name, db string
 		n        int
 	}{
-		{"warm", benchDB, 300}, {"unique", benchDB, n(10000)}, {"raw", benchDB, n(10000)},
-		{"mixed", benchDB, n(10000) / 8}, {"down", benchDB, n(5000)}, {"empty", benchDB, n(8000)},
-		{"gwarm", growthDB, 300}, {"growth", growthDB, n(8000)},
-		{"unique256", benchDB, n(10000)}, {"raw256", benchDB, n(10000)},
-		{"serialg", benchDB, n(1000)}, {"serials", benchDB, n(1000)}, {"rate70", benchDB, n(8000)},
-		{"purgeoff", growthDB, n(4000)}, {"purgeon", growthDB, n(4000)},
+		{"warm", benchDB, 300}, {"unique", benchDB, b.n(10000)}, {"raw", benchDB, b.n(10000)},
+		{"mixed", benchDB, b.n(10000) / 8}, {"down", benchDB, b.n(5000)}, {"empty", benchDB, b.n(8000)},
+		{"gwarm", growthDB, 300}, {"growth", growthDB, b.n(8000)},
+		{"unique256", benchDB, b.n(10000)}, {"raw256", benchDB, b.n(10000)},
+		{"serialg", benchDB, b.n(1000)}, {"serials", benchDB, b.n(1000)}, {"rate70", benchDB, b.n(8000)},
+		{"purgeoff", growthDB, b.n(4000)}, {"purgeon", growthDB, b.n(4000)},
+	}
+	if o.only != "" {
+		sizes = slices.DeleteFunc(sizes, func(s struct {
+			name, db string
+			n        int
+		}) bool {
+			return !slices.Contains(subsets[o.only], s.name)
+		})
 	}
 	var all []order
 	for _, s := range sizes {
@@ -191,164 +208,47 @@ func (b *bench) run(ctx context.Context) error {
 	if b.gwGrowth, err = b.startGateway(ctx, keys, growthDB, "growth", o.groupLanes); err != nil {
 		return err
 	}
-	url, growthURL := b.gw.url+"/notify/alipay", b.gwGrowth.url+"/notify/alipay"
-	cl := newClient(o.concurrency)
-	warm := func() { cl.run(ctx, url, sets["warm"].msgs) }
-	warm()
-	cl.run(ctx, verifyURL, sets["warm"].msgs)
-	cl.run(ctx, growthURL, sets["gwarm"].msgs)
+	b.url, b.growthURL, b.verifyURL = b.gw.url+"/notify/alipay", b.gwGrowth.url+"/notify/alipay", verifyURL
+	b.sets, b.keys, b.cl = sets, keys, newClient(o.concurrency)
+	b.warm()
+	b.cl.run(ctx, verifyURL, sets["warm"].msgs)
+	b.cl.run(ctx, b.growthURL, sets["gwarm"].msgs)
 
-	// Each ceiling runs in rounds alternating with the scenario it bounds, so that whatever
-	// else loads this machine weighs on both alike.
-	const rounds = 5
-	db := b.admin.dsn(benchDB)
-	if err := b.interleave(ctx, rounds,
-		step{name: "raw", fn: func(r int) result {
-			res, err := rawCeiling(ctx, db, chunk(sets["raw"].events, r, rounds), o.concurrency)
-			if err != nil {
-				b.logf("raw ceiling: %v", err)
+	// The phases, in this order; --only runs a subset.
+	for _, ph := range []struct {
+		subsets []string
+		run     func(context.Context) error
+	}{
+		{[]string{"tail"}, b.throughput},
+		{nil, b.throughput256},
+		{nil, b.serial},
+		{[]string{"creates"}, b.creates},
+		{[]string{"tail"}, b.tail},
+		{nil, b.repeats},
+		{[]string{"growth"}, b.growth},
+		{nil, b.purge},
+		{nil, b.redisDown},
+	} {
+		if o.wants(ph.subsets...) {
+			if err := ph.run(ctx); err != nil {
+				return err
 			}
-			return res
-		}},
-		step{name: "unique", profile: "unique", fn: func(r int) result { return cl.run(ctx, url, chunk(sets["unique"].msgs, r, rounds)) }},
-	); err != nil {
-		return err
-	}
-	// Group apply at 256 in flight, against the raw ceiling at 256.
-	cl256 := newClient(256)
-	if err := b.interleave(ctx, rounds,
-		step{name: "raw_256", fn: func(r int) result {
-			res, err := rawCeiling(ctx, db, chunk(sets["raw256"].events, r, rounds), 256)
-			if err != nil {
-				b.logf("raw ceiling at 256: %v", err)
-			}
-			return res
-		}},
-		step{name: "unique_256", fn: func(r int) result { return cl256.run(ctx, url, chunk(sets["unique256"].msgs, r, rounds)) }},
-	); err != nil {
-		return err
-	}
-	// One request at a time: group apply must not tax a quiet gateway. The same gateway with
-	// group apply off (mysql.group_lanes 0) is today's path.
-	single, err := b.startGateway(ctx, keys, benchDB, "single", 0)
-	if err != nil {
-		return err
-	}
-	cl1 := newClient(1)
-	err = b.interleave(ctx, rounds,
-		step{name: "serial_single", fn: func(r int) result {
-			return cl1.run(ctx, single.url+"/notify/alipay", chunk(sets["serials"].msgs, r, rounds))
-		}},
-		step{name: "serial_group", fn: func(r int) result { return cl1.run(ctx, url, chunk(sets["serialg"].msgs, r, rounds)) }},
-	)
-	single.stop()
-	if err != nil {
-		return err
-	}
-	// The idempotent create on one hot SKU from 32 clients, against a bare client running the
-	// same statements.
-	nCreates := n(4000)
-	if err := b.admin.stockHot(ctx, benchDB, 4*nCreates); err != nil {
-		return err
-	}
-	if err := b.interleave(ctx, rounds,
-		step{name: "create_raw", fn: func(r int) result {
-			res, err := rawCreates(ctx, db, nCreates/rounds, o.concurrency, fmt.Sprintf("raw-%d", r))
-			if err != nil {
-				b.logf("raw creates: %v", err)
-			}
-			return res
-		}},
-		step{name: "create_hot", fn: func(r int) result {
-			return cl.runCreates(ctx, b.gw.url, nCreates/rounds, fmt.Sprintf("gw-%d", r))
-		}},
-	); err != nil {
-		return err
-	}
-
-	// Latency at 70 % of the unique peak, sent at a steady rate (open loop).
-	rate := 0.7 * b.results["unique"].RPS
-	if err := b.interleave(ctx, rounds, step{name: "unique_at_70pct", fn: func(r int) result {
-		return cl.runRate(ctx, url, chunk(sets["rate70"].msgs, r, rounds), rate)
-	}}); err != nil {
-		return err
-	}
-	b.logf("unique_at_70pct sent at %.0f req/s", rate)
-
-	// A fresh process knows nothing: the first repeat of each payment asks Redis.
-	if err := b.gw.restart(ctx); err != nil {
-		return err
-	}
-	warm()
-	repeats := append(append(append([]message(nil), sets["unique"].msgs...), sets["unique"].msgs...), sets["unique"].msgs...)
-	if err := b.interleave(ctx, rounds,
-		step{name: "verify_only", fn: func(r int) result { return cl.run(ctx, verifyURL, chunk(repeats, r, rounds)) }},
-		step{name: "repeat_first", fn: func(r int) result { return cl.run(ctx, url, chunk(sets["unique"].msgs, r, rounds)) }},
-		step{name: "repeat", profile: "repeat", fn: func(r int) result { return cl.run(ctx, url, chunk(repeats, r, rounds)) }},
-	); err != nil {
-		return err
-	}
-	if err := b.interleave(ctx, rounds, step{name: "mixed", fn: func(r int) result {
-		return cl.runTwins(ctx, url, chunk(sets["mixed"].msgs, r, rounds), 8)
-	}}); err != nil {
-		return err
-	}
-	// Growth: unique payments on the full table against the same on the (nearly) empty one.
-	if err := b.interleave(ctx, rounds,
-		step{name: "unique_empty", fn: func(r int) result { return cl.run(ctx, url, chunk(sets["empty"].msgs, r, rounds)) }},
-		step{name: "growth_unique", profile: "growth_unique", gw: b.gwGrowth, fn: func(r int) result {
-			return cl.run(ctx, growthURL, chunk(sets["growth"].msgs, r, rounds))
-		}},
-	); err != nil {
-		return err
-	}
-	// Retention: unique payments while the purge deletes the growth table's rows (all 30 days
-	// old, past the default retention) in its batches, against the same without a purge.
-	var purged atomic.Int64
-	if err := b.interleave(ctx, rounds,
-		step{name: "purge_off", fn: func(r int) result { return cl.run(ctx, growthURL, chunk(sets["purgeoff"].msgs, r, rounds)) }},
-		step{name: "purge_on", fn: func(r int) result {
-			pctx, stop := context.WithCancel(ctx)
-			done, deleting := make(chan struct{}), make(chan struct{})
-			go func() {
-				defer close(done)
-				n, err := purgeWhile(pctx, b.admin.dsn(growthDB), deleting)
-				purged.Add(n)
-				if err != nil && pctx.Err() == nil {
-					b.logf("purge: %v", err)
-				}
-			}()
-			select { // the payments start once the purge is deleting
-			case <-deleting:
-			case <-done:
-			}
-			res := cl.run(ctx, growthURL, chunk(sets["purgeon"].msgs, r, rounds))
-			stop()
-			<-done
-			return res
-		}},
-	); err != nil {
-		return err
-	}
-	b.purgedRows = purged.Load()
-	b.logf("the purge deleted %d rows while unique payments ran", b.purgedRows)
-	b.gwGrowth.stop()
-
-	// Redis stopped: unique payments through MySQL alone, and repeats of payments this process
-	// never saw (the raw ceiling's), which only the database can answer.
-	b.redis.stop()
-	b.logf("redis-server stopped")
-	warm()
-	if err := b.interleave(ctx, rounds,
-		step{name: "unique_redis_down", fn: func(r int) result { return cl.run(ctx, url, chunk(sets["down"].msgs, r, rounds)) }},
-		step{name: "repeat_redis_down", fn: func(r int) result { return cl.run(ctx, url, chunk(sets["raw"].msgs, r, rounds)) }},
-	); err != nil {
-		return err
+		}
 	}
 	b.gw.stop()
 	b.logf("done")
 	return b.report()
 }
+
+// rounds: each ceiling runs in rounds alternating with the scenario it bounds, so that whatever
+// else loads this machine weighs on both alike.
+const rounds = 5
+
+// warm sends the main gateway a few hundred payments (connections, caches).
+func (b *bench) warm() { b.cl.run(context.Background(), b.url, b.sets["warm"].msgs) }
+
+// n scales a base request count (BENCH_SCALE), to no fewer than 8 a client.
+func (b *bench) n(base int) int { return max(int(float64(base)*b.opts.scale), 8*b.opts.concurrency) }
 
 // step is one scenario of an interleaved run; fn runs its round r.
 type step struct {
@@ -567,6 +467,15 @@ reconcile:
 
 var errNoResults = errors.New("no results")
 
+// figure is one line of the report's second table: a ratio or count, and its target.
+type figure struct {
+	key    string
+	needs  string // the scenario the figure is of; a run without it (--only growth) omits it
+	value  float64
+	target string
+	ok     bool
+}
+
 // report prints the table and writes latest.json.
 func (b *bench) report() error {
 	if len(b.results) == 0 {
@@ -606,38 +515,42 @@ func (b *bench) report() error {
 		out[name+"_sql_per_request"] = round(x.SQLMin, 3)
 		out[name+"_sql_per_request_mean"] = round(x.perRequest(), 3)
 	}
-	figures := []struct {
-		key    string
-		value  float64
-		target string
-		ok     bool
-	}{
-		{"unique_over_raw", ratio("unique", "raw"), ">= 1.5 (32 in flight)", ratio("unique", "raw") >= 1.5},
-		{"unique_256_over_raw_256", ratio("unique_256", "raw_256"), ">= 1.5", ratio("unique_256", "raw_256") >= 1.5},
-		{"serial_p50_group_over_single", r["serial_group"].P50 / r["serial_single"].P50, "<= 1.10", r["serial_group"].P50 <= 1.10*r["serial_single"].P50},
-		{"p99_over_p50_at_70pct", r["unique_at_70pct"].P99 / r["unique_at_70pct"].P50, "<= 3", r["unique_at_70pct"].P99 <= 3*r["unique_at_70pct"].P50},
-		{"repeat_over_verify", ratio("repeat", "verify_only"), ">= 0.80", ratio("repeat", "verify_only") >= 0.80},
-		{"repeat_first_over_verify", ratio("repeat_first", "verify_only"), "(Redis path)", true},
-		{"mixed_over_verify", ratio("mixed", "verify_only"), "", true},
-		{"unique_redis_down_over_raw", ratio("unique_redis_down", "raw"), "", true},
-		{"repeat_redis_down_over_verify", ratio("repeat_redis_down", "verify_only"), "", true},
-		{"create_hot_over_raw", ratio("create_hot", "create_raw"), ">= 0.90 (one SKU, 32 clients)", ratio("create_hot", "create_raw") >= 0.90},
-		{"sql_per_unique", r["unique"].SQLMin, "<= 2 (amortised)", r["unique"].SQLMin <= 2},
-		{"sql_per_unique_256", r["unique_256"].SQLMin, "<= 2 (amortised)", r["unique_256"].SQLMin <= 2},
-		{"sql_per_serial_single", r["serial_single"].SQLMin, "5 (the transaction)", true},
-		{"sql_per_raw", r["raw"].SQLMin, "", true},
-		{"sql_per_repeat_redis_up", r["repeat"].SQLMin, "0", r["repeat"].SQLMin < 0.01},
-		{"sql_per_repeat_first_redis_up", r["repeat_first"].SQLMin, "0", r["repeat_first"].SQLMin < 0.01},
-		{"sql_per_repeat_redis_down", r["repeat_redis_down"].SQLMin, "<= 1", r["repeat_redis_down"].SQLMin <= 1.01},
-		{"sql_per_unique_redis_down", r["unique_redis_down"].SQLMin, "", true},
-		{"growth_over_empty", ratio("growth_unique", "unique_empty"), ">= 0.90", ratio("growth_unique", "unique_empty") >= 0.90},
-		{"p99_during_purge_over_without", p99ratio("purge_on", "purge_off"), "(no long locks)", true},
-		{"purged_rows_during", float64(b.purgedRows), "", b.purgedRows > 0},
+	// The growth target: 0.90 at 10 M rows, 0.80 at 100 M.
+	growthTarget := 0.90
+	if b.opts.growthRows >= 100_000_000 {
+		growthTarget = 0.80
 	}
+	figures := []figure{
+		{"unique_over_raw", "unique", ratio("unique", "raw"), ">= 1.5 (32 in flight)", ratio("unique", "raw") >= 1.5},
+		{"unique_256_over_raw_256", "unique_256", ratio("unique_256", "raw_256"), ">= 1.5", ratio("unique_256", "raw_256") >= 1.5},
+		{"serial_p50_group_over_single", "serial_group", r["serial_group"].P50 / r["serial_single"].P50, "<= 1.10", r["serial_group"].P50 <= 1.10*r["serial_single"].P50},
+		{"p99_over_p50_at_70pct", "unique_at_70pct", r["unique_at_70pct"].P99 / r["unique_at_70pct"].P50, "<= 3", r["unique_at_70pct"].P99 <= 3*r["unique_at_70pct"].P50},
+		{"repeat_over_verify", "repeat", ratio("repeat", "verify_only"), ">= 0.80", ratio("repeat", "verify_only") >= 0.80},
+		{"repeat_first_over_verify", "repeat_first", ratio("repeat_first", "verify_only"), "(Redis path)", true},
+		{"mixed_over_verify", "mixed", ratio("mixed", "verify_only"), "", true},
+		{"unique_redis_down_over_raw", "unique_redis_down", ratio("unique_redis_down", "raw"), "", true},
+		{"repeat_redis_down_over_verify", "repeat_redis_down", ratio("repeat_redis_down", "verify_only"), "", true},
+		{"create_hot_over_raw", "create_hot", ratio("create_hot", "create_raw"), ">= 0.90 (one SKU, 32 clients)", ratio("create_hot", "create_raw") >= 0.90},
+		{"sql_per_unique", "unique", r["unique"].SQLMin, "<= 2 (amortised)", r["unique"].SQLMin <= 2},
+		{"sql_per_unique_256", "unique_256", r["unique_256"].SQLMin, "<= 2 (amortised)", r["unique_256"].SQLMin <= 2},
+		{"sql_per_serial_single", "serial_single", r["serial_single"].SQLMin, "5 (the transaction)", true},
+		{"sql_per_raw", "raw", r["raw"].SQLMin, "", true},
+		{"sql_per_repeat_redis_up", "repeat", r["repeat"].SQLMin, "0", r["repeat"].SQLMin < 0.01},
+		{"sql_per_repeat_first_redis_up", "repeat_first", r["repeat_first"].SQLMin, "0", r["repeat_first"].SQLMin < 0.01},
+		{"sql_per_repeat_redis_down", "repeat_redis_down", r["repeat_redis_down"].SQLMin, "<= 1", r["repeat_redis_down"].SQLMin <= 1.01},
+		{"sql_per_unique_redis_down", "unique_redis_down", r["unique_redis_down"].SQLMin, "", true},
+		{"growth_over_empty", "growth_unique", ratio("growth_unique", "unique_empty"), fmt.Sprintf(">= %.2f", growthTarget), ratio("growth_unique", "unique_empty") >= growthTarget},
+		{"p99_during_purge_over_without", "purge_on", p99ratio("purge_on", "purge_off"), "(no long locks)", true},
+		{"purged_rows_during", "purge_on", float64(b.purgedRows), "", b.purgedRows > 0},
+	}
+	figures = slices.DeleteFunc(figures, func(f figure) bool { _, ran := r[f.needs]; return !ran })
 	for _, f := range figures {
 		out[f.key] = round(f.value, 3)
 	}
-	if b.opts.growthRows >= 10_000_000 {
+	switch {
+	case b.opts.growthRows >= 100_000_000:
+		out["growth_100m_over_empty"] = out["growth_over_empty"]
+	case b.opts.growthRows >= 10_000_000:
 		out["growth_10m_over_empty"] = out["growth_over_empty"]
 	}
 

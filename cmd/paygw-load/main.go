@@ -15,13 +15,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -37,6 +41,19 @@ type options struct {
 	out         string
 	keepDB      bool
 	growthRows  int64
+	only        string // a key of subsets, or "" for the whole run
+}
+
+// subsets are the parts of a run --only can choose, with the order sets each needs.
+var subsets = map[string][]string{
+	"growth":  {"warm", "gwarm", "empty", "growth"},
+	"creates": {"warm", "gwarm"},
+	"tail":    {"warm", "gwarm", "unique", "raw", "rate70"},
+}
+
+// wants reports whether the run includes one of the subsets named.
+func (o options) wants(names ...string) bool {
+	return o.only == "" || slices.Contains(names, o.only)
 }
 
 func main() {
@@ -79,8 +96,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.out, "out", "bench/results", "directory for latest.json and the profiles")
 	fs.BoolVar(&o.keepDB, "keep-db", os.Getenv("BENCH_KEEP_DB") == "1", "keep "+benchDB+" afterwards (env BENCH_KEEP_DB=1)")
 	growth := fs.Float64("growth-rows", 0, "rows in idempotent_record for the growth scenario (default 10 M x BENCH_SCALE)")
+	fs.StringVar(&o.only, "only", os.Getenv("BENCH_ONLY"), "run one subset: "+strings.Join(slices.Sorted(maps.Keys(subsets)), ", ")+" (env BENCH_ONLY; default all)")
+	dbName := fs.String("db", benchDB, "the bench's database (dropped and created; the growth table is in NAME_growth)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if !regexp.MustCompile(`^[a-z][a-z0-9_]{0,40}$`).MatchString(*dbName) {
+		return fmt.Errorf("--db %q: want a lower-case name of at most 41 characters of [a-z0-9_]", *dbName)
+	}
+	benchDB, growthDB = *dbName, *dbName+"_growth"
+	if _, ok := subsets[o.only]; !ok && o.only != "" {
+		return fmt.Errorf("--only %q: the subsets are %s", o.only, strings.Join(slices.Sorted(maps.Keys(subsets)), ", "))
 	}
 	o.growthRows = int64(*growth)
 	if o.growthRows == 0 {

@@ -268,6 +268,7 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 		Enabled: cfg.Idempotency.Enabled, RedisTTL: cfg.Idempotency.RedisTTL,
 		ReturnOriginalResult: cfg.Idempotency.ReturnOriginalResult,
 	}, handlers.RenderCreate, log)
+	svc.SetGroupLanes(cfg.MySQL.GroupLanes)
 	chs, err := channels.FromConfig(cfg.Channels)
 	if err != nil {
 		return err

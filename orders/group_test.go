@@ -1,0 +1,204 @@
+package orders
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/paygw/paygw/internal/testenv"
+	"github.com/paygw/paygw/payment"
+	"github.com/paygw/paygw/repository"
+)
+
+// groupFixture is a service with one lane, a SKU, and a first create held inside its
+// transaction (on the afterPricing hook) while the others queue behind it.
+type groupFixture struct {
+	t       *testing.T
+	dsn     string
+	db      *repository.DB
+	s       *Service
+	release chan struct{}
+	hook    func() // runs on every afterPricing after the held one (the group's)
+}
+
+func newGroupFixture(t *testing.T, units int) *groupFixture {
+	f := &groupFixture{t: t, dsn: testenv.NewDatabase(t), release: make(chan struct{})}
+	f.db = testenv.Open(t, f.dsn)
+	if err := f.db.PutStock(context.Background(), payment.Stock{SKU: "HOT", Num: units, PriceFen: 100}); err != nil {
+		t.Fatal(err)
+	}
+	f.s = New(f.db, testenv.Guard(t), Config{Enabled: true, RedisTTL: 5 * time.Second, ReturnOriginalResult: true}, testRender, testenv.Logger(t))
+	f.s.SetGroupLanes(1)
+	held := make(chan struct{})
+	var once sync.Once
+	f.s.afterPricing = func() {
+		first := false
+		once.Do(func() { first = true })
+		if first {
+			close(held)
+			<-f.release
+		} else if f.hook != nil {
+			f.hook()
+		}
+	}
+	go func() {
+		if res, err := f.s.Create(context.Background(), f.req("lead")); err != nil || res.Code != 201 {
+			t.Errorf("the held create: %+v, %v", res, err)
+		}
+	}()
+	<-held
+	return f
+}
+
+func (f *groupFixture) req(key string) Request {
+	canonical, _ := Canonical([]byte(`{"user_id":1,"sku":"HOT","num":1}`))
+	order, err := ParseNewOrder(canonical)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return Request{Scope: "order-service", Key: key, Hash: RequestHash("POST", "/v1/orders", canonical), Order: order}
+}
+
+// queue starts n creates, waits until all of them wait for the lane, releases the held one, and
+// returns their results once all are done.
+func (f *groupFixture) queue(n int) []Result {
+	results := make([]Result, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var err error
+			if results[i], err = f.s.Create(context.Background(), f.req(fmt.Sprintf("g-%02d", i))); err != nil {
+				f.t.Errorf("create %d: %v", i, err)
+			}
+		}()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for f.s.group.Len() < n {
+		if time.Now().After(deadline) {
+			f.t.Fatalf("%d of %d creates queued", f.s.group.Len(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(f.release)
+	wg.Wait()
+	return results
+}
+
+// Creates that queue behind a create of the same SKU share one transaction and one take of the
+// units. Partial fill: 5 units, the held create takes 1, the group of 8 fills 4 in the order
+// they queued and refuses 4 with the out-of-stock refusal, stored and replayed like the single
+// path's. Nothing is oversold and no refusal has an order.
+func TestGroupedCreatesFillPartially(t *testing.T) {
+	f := newGroupFixture(t, 5)
+	results := f.queue(8)
+	if groups, grouped := f.s.groups.Load(), f.s.grouped.Load(); groups != 1 || grouped != 8 {
+		t.Fatalf("%d groups of %d creates, want 1 of 8", groups, grouped)
+	}
+	created := 0
+	for i, res := range results {
+		switch {
+		case res.Code == 201:
+			created++
+		case strings.Contains(string(res.Body), "fewer than 1 units left"):
+			again, err := f.s.Create(context.Background(), f.req(fmt.Sprintf("g-%02d", i)))
+			if err != nil || !again.Replayed || !bytes.Equal(again.Body, res.Body) {
+				t.Errorf("the refusal of create %d is not replayed: %+v, %v", i, again, err)
+			}
+		default:
+			t.Errorf("create %d: %d %s", i, res.Code, res.Body)
+		}
+	}
+	if created != 4 {
+		t.Fatalf("the group created %d orders, want 4", created)
+	}
+	if left := testenv.Count(t, f.dsn, `SELECT num FROM stock WHERE sku = 'HOT'`); left != 0 {
+		t.Fatalf("stock left %d, want 0", left)
+	}
+	if n := testenv.Count(t, f.dsn, `SELECT COUNT(*) FROM orders`); n != 5 {
+		t.Fatalf("%d orders, want 5", n)
+	}
+	if n := testenv.Count(t, f.dsn, `SELECT COUNT(*) FROM idempotent_record WHERE status = 1`); n != 9 {
+		t.Fatalf("%d final records, want 9", n)
+	}
+}
+
+// A group whose take fails rolls back whole, and each of its creates runs alone on the single
+// path: here the price changes after the group priced its orders, so the take matches no row,
+// and every create is priced again at the new price.
+func TestFailedCreateGroupRunsEachAlone(t *testing.T) {
+	f := newGroupFixture(t, 10)
+	var once sync.Once
+	f.hook = func() {
+		once.Do(func() {
+			if err := f.db.PutStock(context.Background(), payment.Stock{SKU: "HOT", Num: 9, PriceFen: 300}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	for i, res := range f.queue(4) {
+		if res.Code != 201 {
+			t.Errorf("create %d: %d %s", i, res.Code, res.Body)
+		}
+	}
+	if groups := f.s.groups.Load(); groups != 0 {
+		t.Fatalf("%d groups committed, want 0 (the group's take had to fail)", groups)
+	}
+	if n := testenv.Count(t, f.dsn, `SELECT COUNT(*) FROM orders WHERE amount_fen = 300`); n != 4 {
+		t.Fatalf("%d orders at the new price, want 4", n)
+	}
+	if left := testenv.Count(t, f.dsn, `SELECT num FROM stock WHERE sku = 'HOT'`); left != 5 {
+		t.Fatalf("stock left %d, want 5", left)
+	}
+}
+
+// 32 creates race for 20 units of one SKU through the default lanes: 20 orders, 12 refusals,
+// nothing oversold, one final record per key.
+func TestGroupedCreatesNeverOversell(t *testing.T) {
+	dsn := testenv.NewDatabase(t)
+	db := testenv.Open(t, dsn)
+	ctx := context.Background()
+	if err := db.PutStock(ctx, payment.Stock{SKU: "HOT", Num: 20, PriceFen: 100}); err != nil {
+		t.Fatal(err)
+	}
+	s := New(db, testenv.Guard(t), Config{Enabled: true, RedisTTL: 5 * time.Second, ReturnOriginalResult: true}, testRender, testenv.Logger(t))
+	f := &groupFixture{t: t}
+	var wg sync.WaitGroup
+	codes := make([]int, 32)
+	for i := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := s.Create(ctx, f.req(fmt.Sprintf("k-%02d", i)))
+			if err != nil {
+				t.Errorf("create %d: %v", i, err)
+			}
+			codes[i] = res.Code
+		}()
+	}
+	wg.Wait()
+	created := 0
+	for _, c := range codes {
+		if c == 201 {
+			created++
+		}
+	}
+	if created != 20 {
+		t.Fatalf("%d created, want 20", created)
+	}
+	if left := testenv.Count(t, dsn, `SELECT num FROM stock WHERE sku = 'HOT'`); left != 0 {
+		t.Fatalf("stock left %d, want 0", left)
+	}
+	if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM orders`); n != 20 {
+		t.Fatalf("%d orders, want 20", n)
+	}
+	if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM idempotent_record WHERE status = 1`); n != 32 {
+		t.Fatalf("%d final records, want 32", n)
+	}
+	t.Logf("%d groups carried %d of the 32 creates", s.groups.Load(), s.grouped.Load())
+}
