@@ -94,7 +94,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.redisPort, "redis-port", int(envFloat("BENCH_REDIS_PORT", 6391)), "port for the bench's own redis-server (a free one if taken)")
 	fs.StringVar(&o.gatewayBin, "gateway", "", "paygw binary (default: go build ./cmd/paygw into the work dir)")
 	fs.StringVar(&o.out, "out", "bench/results", "directory for latest.json and the profiles")
-	fs.BoolVar(&o.keepDB, "keep-db", os.Getenv("BENCH_KEEP_DB") == "1", "keep "+benchDB+" afterwards (env BENCH_KEEP_DB=1)")
+	fs.BoolVar(&o.keepDB, "keep-db", os.Getenv("BENCH_KEEP_DB") == "1", "keep the bench's databases afterwards; the next run with it uses a kept growth table again (env BENCH_KEEP_DB=1)")
 	growth := fs.Float64("growth-rows", 0, "rows in idempotent_record for the growth scenario (default 10 M x BENCH_SCALE)")
 	fs.StringVar(&o.only, "only", os.Getenv("BENCH_ONLY"), "run one subset: "+strings.Join(slices.Sorted(maps.Keys(subsets)), ", ")+" (env BENCH_ONLY; default all)")
 	dbName := fs.String("db", benchDB, "the bench's database (dropped and created; the growth table is in NAME_growth)")

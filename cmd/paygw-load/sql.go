@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -63,6 +64,11 @@ func (a *admin) recreate(ctx context.Context, name string) error {
 			return fmt.Errorf("%s: %w", q, err)
 		}
 	}
+	return a.migrate(ctx, name)
+}
+
+// migrate brings a database to the latest schema.
+func (a *admin) migrate(ctx context.Context, name string) error {
 	db, err := repository.Open(ctx, a.dsn(name), 2)
 	if err != nil {
 		return err
@@ -179,6 +185,35 @@ func (a *admin) growRecords(ctx context.Context, db string, n int64, progress fu
 		return fmt.Errorf("grow idempotent_record: rebuild uk_idem_key: %w", err)
 	}
 	return nil
+}
+
+// reuseGrowth readies the growth table an earlier run kept (--keep-db) for this one, and
+// reports whether it could: it must hold at least n generated rows (30 days old; their count
+// is read through idx_status_update). What the earlier run's payments wrote is deleted: its
+// records (written now, not 30 days ago) and every other table's rows but the identity's.
+func (a *admin) reuseGrowth(ctx context.Context, db string, n int64) (bool, error) {
+	var have int64
+	err := a.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+db+".idempotent_record WHERE status = 1 AND update_time < NOW(3) - INTERVAL 1 DAY").Scan(&have)
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && (me.Number == 1049 || me.Number == 1146) { // no such database or table
+		return false, nil
+	} else if err != nil {
+		return false, fmt.Errorf("reuse %s: %w", db, err)
+	}
+	if have < n {
+		return false, nil
+	}
+	clean := []string{"DELETE FROM " + db + ".idempotent_record WHERE status IN (0, 1, 2) AND update_time > NOW(3) - INTERVAL 1 DAY"}
+	for _, t := range []string{"anomaly", "notify_journal", "orders", "payment_attempt", "refund", "stock", "job_lease",
+		"recon_discrepancy", "recon_line", "recon_run"} {
+		clean = append(clean, "DELETE FROM "+db+"."+t)
+	}
+	for _, q := range clean {
+		if _, err := a.db.ExecContext(ctx, q); err != nil {
+			return false, fmt.Errorf("reuse %s: %s: %w", db, q, err)
+		}
+	}
+	return true, nil
 }
 
 // rawCeiling runs, for each event, the transaction apply commits for a unique payment, through
