@@ -50,6 +50,7 @@ type harness struct {
 	db      *repository.DB
 	guard   *guard.Guard
 	applier *apply.Applier
+	orders  *orders.Service
 	watcher *identity.Watcher // with options.watch
 	srv     *Server
 	later   atomic.Int64 // how far the server's clock runs ahead of time.Now, in nanoseconds
@@ -113,6 +114,7 @@ func newHarness(t *testing.T, o options) *harness {
 	svc := orders.New(h.db, h.guard, orders.Config{
 		Enabled: !o.idemDisabled, RedisTTL: 5 * time.Second, ReturnOriginalResult: !o.noOriginal,
 	}, RenderCreate, log)
+	h.orders = svc
 	limit := o.bodyLimit
 	if limit == 0 {
 		limit = 1 << 20

@@ -657,6 +657,76 @@ func TestWireAmbiguousCommitOnGroup(t *testing.T) {
 	paidOnce()
 }
 
+// A group of creates whose COMMIT is sent and whose answer is lost (the connection reset after
+// it): the group did commit. Its creates run alone, find their records final under their own
+// lock tokens, and answer with what the group stored: every create 201 with its order, each
+// key one order, no unit taken twice, and every repeat replays the same body.
+func TestWireAmbiguousCommitOnCreateGroup(t *testing.T) {
+	dsn, _, trap := wireDSN(t)
+	h := newHarness(t, options{dsn: dsn})
+	h.orders.SetGroupLanes(1)
+	h.putStock("HOT", 10, 500)
+	const body = `{"user_id":7,"sku":"HOT","num":1}`
+
+	raw, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	hold, err := raw.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = hold.Rollback() }()
+	var num int
+	if err := hold.QueryRow("SELECT num FROM stock WHERE sku = 'HOT' FOR UPDATE").Scan(&num); err != nil {
+		t.Fatal(err)
+	}
+	keys := []string{"lead", "g-1", "g-2", "g-3", "g-4"}
+	answers := make([]response, len(keys))
+	var wg sync.WaitGroup
+	send := func(i int) {
+		defer wg.Done()
+		answers[i] = h.create(testToken, keys[i], body)
+	}
+	wg.Add(1)
+	go send(0)
+	waitUntil(t, "the lead create to wait for the SKU's row", func() bool {
+		return h.count("SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'") > 0
+	})
+	for i := 1; i < len(keys); i++ {
+		wg.Add(1)
+		go send(i)
+	}
+	waitUntil(t, "four creates to queue", func() bool { return h.orders.Queued() == len(keys)-1 })
+
+	trap.skip.Store(1) // the lead's COMMIT passes; the group's is cut
+	trap.armed.Store(true)
+	if err := hold.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if trap.fired.Load() != 1 {
+		t.Fatalf("COMMIT answers cut: %d, want the group's", trap.fired.Load())
+	}
+	for i, r := range answers {
+		if r.code != 201 {
+			t.Fatalf("create %s: %d %s", keys[i], r.code, r.body)
+		}
+	}
+	if n := h.count("SELECT COUNT(*) FROM orders"); n != len(keys) {
+		t.Fatalf("%d orders, want %d", n, len(keys))
+	}
+	if n := h.count("SELECT num FROM stock WHERE sku = 'HOT'"); n != 10-len(keys) {
+		t.Fatalf("stock %d, want %d", n, 10-len(keys))
+	}
+	for i, k := range keys {
+		if again := h.create(testToken, k, body); again.code != 201 || again.body != answers[i].body {
+			t.Fatalf("repeat of %s: %d %s, want the first answer %s", k, again.code, again.body, answers[i].body)
+		}
+	}
+}
+
 // waitUntil polls cond every 120 ms (InnoDB refreshes INNODB_TRX only when it was last read over
 // 100 ms ago) for at most 3 s.
 func waitUntil(t *testing.T, what string, cond func() bool) {

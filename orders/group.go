@@ -67,6 +67,14 @@ func (s *Service) SetGroupLanes(n int) {
 	}
 }
 
+// Queued is how many creates wait for a lane right now (0 with grouping off).
+func (s *Service) Queued() int {
+	if s.group == nil {
+		return 0
+	}
+	return s.group.Len()
+}
+
 // createGrouped runs the business transaction of r in a group when others are in flight, alone
 // otherwise, and alone whatever a group leaves.
 func (s *Service) createGrouped(ctx context.Context, r Request, c *claim) (Result, error) {

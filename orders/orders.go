@@ -162,9 +162,7 @@ func (s *Service) Create(ctx context.Context, r Request) (Result, error) {
 	res, err := s.createGrouped(ctx, r, &c)
 	switch {
 	case errors.Is(err, repository.ErrFenced):
-		// The sweeper failed our claim and a retry took it over. Ours rolled back: the
-		// client's next try gets the new owner's result.
-		return Result{}, ErrInFlight
+		return s.fenced(ctx, r, c)
 	case errors.Is(err, payment.ErrConflict):
 		return s.adoptOrder(ctx, r, c)
 	case err != nil:
@@ -200,7 +198,7 @@ func (s *Service) adoptOrder(ctx context.Context, r Request, c claim) (Result, e
 	})
 	switch {
 	case errors.Is(err, repository.ErrFenced):
-		return Result{}, ErrInFlight
+		return s.fenced(ctx, r, c)
 	case err != nil:
 		return Result{}, err
 	case reused:
@@ -209,6 +207,23 @@ func (s *Service) adoptOrder(ctx context.Context, r Request, c claim) (Result, e
 		return Result{}, &Done{TradeNo: o.TradeNo}
 	}
 	return Result{Code: code, Body: body, Replayed: true}, nil
+}
+
+// fenced answers a create whose record could not be completed because the claim was no longer
+// ours to complete. Either our own transaction had completed it already, one whose COMMIT's
+// answer was lost (a group's, or a single one's, that did commit): the record is final and
+// still carries our lock token, and its result is this request's answer. Or the sweeper failed
+// our claim and a retry took it over; ours rolled back, and the client's next try gets the new
+// owner's result.
+func (s *Service) fenced(ctx context.Context, r Request, c claim) (Result, error) {
+	rec, err := s.db.GetRecord(ctx, repository.BizOrderCreate, r.Scope, r.Key)
+	switch {
+	case err != nil || rec.Status != repository.StatusSuccess || rec.LockToken != c.token:
+		return Result{}, ErrInFlight
+	case rec.RequestHash != r.Hash: // we adopted an order made from another body
+		return Result{}, ErrKeyReused
+	}
+	return Result{Code: rec.ResponseCode, Body: []byte(rec.ResultJSON)}, nil
 }
 
 type claim struct {

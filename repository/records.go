@@ -32,7 +32,8 @@ type Record struct {
 	RequestHash  string
 	Status       int
 	ResultJSON   string
-	ResponseCode int // 0 while processing
+	ResponseCode int    // 0 while processing
+	LockToken    string // the claim's owner (the create's request); "" for records final from birth
 	CreateTime   time.Time
 	UpdateTime   time.Time
 }
@@ -47,17 +48,18 @@ type recordRow struct {
 	Status       int            `db:"status"`
 	ResultJSON   sql.NullString `db:"result_json"`
 	ResponseCode sql.NullInt32  `db:"response_code"`
+	LockToken    sql.NullString `db:"lock_token"`
 	CreateTime   time.Time      `db:"create_time"`
 	UpdateTime   time.Time      `db:"update_time"`
 }
 
 const recordColumns = `id, idem_key, biz_type, scope, request_hash, status, result_json, response_code,
-	create_time, update_time`
+	lock_token, create_time, update_time`
 
 func (r recordRow) record() Record {
 	return Record{
 		ID: r.ID, Key: r.Key, BizType: r.BizType, Scope: r.Scope, RequestHash: r.RequestHash, Status: r.Status,
-		ResultJSON: r.ResultJSON.String, ResponseCode: int(r.ResponseCode.Int32), CreateTime: r.CreateTime, UpdateTime: r.UpdateTime,
+		ResultJSON: r.ResultJSON.String, ResponseCode: int(r.ResponseCode.Int32), LockToken: r.LockToken.String, CreateTime: r.CreateTime, UpdateTime: r.UpdateTime,
 	}
 }
 
