@@ -45,12 +45,13 @@ type bench struct {
 	alipayAppID   string
 	alipayKeyFile string
 
-	results    map[string]result
-	order      []string
-	profiles   map[string]string // scenario -> top of its CPU profile
-	purgedRows int64             // rows the purge deleted during purge_on
-	background float64
-	growthGen  time.Duration
+	results     map[string]result
+	order       []string
+	profiles    map[string]string // scenario -> top of its CPU profile
+	purgedRows  int64             // rows the purge deleted during purge_on
+	background  float64
+	growthGen   time.Duration
+	growthIndex indexFit
 
 	// What the phases share (phases.go).
 	sets                      map[string]*set
@@ -135,6 +136,16 @@ func (b *bench) run(ctx context.Context) error {
 			return err
 		}
 		b.growthGen = time.Since(t)
+	}
+	if o.growthRows > 0 {
+		if b.growthIndex, err = b.admin.warmUniqueKey(ctx, growthDB); err != nil {
+			return err
+		}
+		b.logf("uk_idem_key of %d rows: %.2f GiB, read into a buffer pool of %.2f GiB", o.growthRows,
+			b.growthIndex.indexGiB, b.growthIndex.poolGiB)
+		if b.growthIndex.indexGiB > b.growthIndex.poolGiB*0.8 {
+			b.logf("note: the unique index does not fit the buffer pool; its inserts will wait for disk (see docs/performance.md)")
+		}
 	}
 
 	// Keys, signer, verifier.
@@ -545,6 +556,8 @@ func (b *bench) report() error {
 		"background_questions_per_s": round(b.background, 1),
 		"growth_rows":                b.opts.growthRows,
 		"growth_generate_s":          round(b.growthGen.Seconds(), 1),
+		"growth_unique_key_gib":      round(b.growthIndex.indexGiB, 2),
+		"buffer_pool_gib":            round(b.growthIndex.poolGiB, 2),
 		"total_s":                    round(time.Since(b.started).Seconds(), 1),
 	}
 	for _, name := range b.order {

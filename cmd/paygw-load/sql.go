@@ -187,6 +187,28 @@ func (a *admin) growRecords(ctx context.Context, db string, n int64, progress fu
 	return nil
 }
 
+// indexFit is the growth table's unique index against the server's buffer pool.
+type indexFit struct{ indexGiB, poolGiB float64 }
+
+// warmUniqueKey reads every leaf of the growth table's uk_idem_key (a covering COUNT), as a
+// server that has run a while holds its hot index in the buffer pool where a table just
+// generated does not, and returns the index's size against the pool's. Every insert of a
+// payment record reads a random leaf of that index: the pool must hold it.
+func (a *admin) warmUniqueKey(ctx context.Context, db string) (indexFit, error) {
+	var n int64
+	if err := a.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+db+".idempotent_record FORCE INDEX (uk_idem_key)").Scan(&n); err != nil {
+		return indexFit{}, fmt.Errorf("warm uk_idem_key: %w", err)
+	}
+	const gib = 1 << 30
+	var pages, pool float64
+	err := a.db.QueryRowContext(ctx, `SELECT stat_value * @@innodb_page_size, @@innodb_buffer_pool_size FROM mysql.innodb_index_stats
+		WHERE database_name = ? AND table_name = 'idempotent_record' AND index_name = 'uk_idem_key' AND stat_name = 'size'`, db).Scan(&pages, &pool)
+	if err != nil {
+		return indexFit{}, fmt.Errorf("size of uk_idem_key: %w", err)
+	}
+	return indexFit{indexGiB: pages / gib, poolGiB: pool / gib}, nil
+}
+
 // reuseGrowth readies the growth table an earlier run kept (--keep-db) for this one, and
 // reports whether it could: it must hold at least n generated rows (30 days old; their count
 // is read through idx_status_update). What the earlier run's payments wrote is deleted: its
