@@ -593,20 +593,7 @@ func TestWireAmbiguousCommitOnGroup(t *testing.T) {
 	stuck := h.seedOrder(100)
 	nos := []string{h.seedOrder(1001), h.seedOrder(1002), h.seedOrder(1003), h.seedOrder(1004)}
 
-	raw, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	hold, err := raw.Begin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = hold.Rollback() }()
-	var locked string
-	if err := hold.QueryRow("SELECT trade_no FROM orders WHERE trade_no = ? FOR UPDATE", stuck).Scan(&locked); err != nil {
-		t.Fatal(err)
-	}
+	hold := holdRow(t, dsn, "SELECT trade_no FROM orders WHERE trade_no = ? FOR UPDATE", stuck)
 	answers := make([]response, len(nos)+1)
 	var wg sync.WaitGroup
 	send := func(i int, tn string, fen int64) {
@@ -624,15 +611,7 @@ func TestWireAmbiguousCommitOnGroup(t *testing.T) {
 	}
 	waitUntil(t, "four payments to queue", func() bool { return h.applier.Queued() == len(nos) })
 
-	trap.skip.Store(1) // the stuck payment's COMMIT passes; the group's is cut
-	trap.armed.Store(true)
-	if err := hold.Rollback(); err != nil {
-		t.Fatal(err)
-	}
-	wg.Wait()
-	if trap.fired.Load() != 1 {
-		t.Fatalf("COMMIT answers cut: %d, want the group's", trap.fired.Load())
-	}
+	cutSecondCommit(t, trap, hold, &wg) // the stuck payment's COMMIT passes; the group's is cut
 	for _, r := range answers {
 		wantChannelReply(t, "alipay", r, payment.ReplySuccess)
 	}
@@ -668,20 +647,7 @@ func TestWireAmbiguousCommitOnCreateGroup(t *testing.T) {
 	h.putStock("HOT", 10, 500)
 	const body = `{"user_id":7,"sku":"HOT","num":1}`
 
-	raw, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	hold, err := raw.Begin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = hold.Rollback() }()
-	var num int
-	if err := hold.QueryRow("SELECT num FROM stock WHERE sku = 'HOT' FOR UPDATE").Scan(&num); err != nil {
-		t.Fatal(err)
-	}
+	hold := holdRow(t, dsn, "SELECT num FROM stock WHERE sku = 'HOT' FOR UPDATE")
 	keys := []string{"lead", "g-1", "g-2", "g-3", "g-4"}
 	answers := make([]response, len(keys))
 	var wg sync.WaitGroup
@@ -700,15 +666,7 @@ func TestWireAmbiguousCommitOnCreateGroup(t *testing.T) {
 	}
 	waitUntil(t, "four creates to queue", func() bool { return h.orders.Queued() == len(keys)-1 })
 
-	trap.skip.Store(1) // the lead's COMMIT passes; the group's is cut
-	trap.armed.Store(true)
-	if err := hold.Rollback(); err != nil {
-		t.Fatal(err)
-	}
-	wg.Wait()
-	if trap.fired.Load() != 1 {
-		t.Fatalf("COMMIT answers cut: %d, want the group's", trap.fired.Load())
-	}
+	cutSecondCommit(t, trap, hold, &wg) // the lead's COMMIT passes; the group's is cut
 	for i, r := range answers {
 		if r.code != 201 {
 			t.Fatalf("create %s: %d %s", keys[i], r.code, r.body)
@@ -724,6 +682,43 @@ func TestWireAmbiguousCommitOnCreateGroup(t *testing.T) {
 		if again := h.create(testToken, k, body); again.code != 201 || again.body != answers[i].body {
 			t.Fatalf("repeat of %s: %d %s, want the first answer %s", k, again.code, again.body, answers[i].body)
 		}
+	}
+}
+
+// holdRow takes a row lock on a connection of its own, in a transaction the test rolls back to
+// let the waiters through (or that ends with the test).
+func holdRow(t *testing.T, dsn, query string, args ...any) *sql.Tx {
+	t.Helper()
+	raw, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = raw.Close() })
+	hold, err := raw.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hold.Rollback() })
+	var v any
+	if err := hold.QueryRow(query, args...).Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	return hold
+}
+
+// cutSecondCommit arms the trap for the second COMMIT from now (the first passes: the one that
+// waited for hold's lock; the second is the group's queued behind it), releases hold, waits for
+// every sender, and checks that exactly that COMMIT's answer was cut.
+func cutSecondCommit(t *testing.T, trap *commitTrap, hold *sql.Tx, senders *sync.WaitGroup) {
+	t.Helper()
+	trap.skip.Store(1)
+	trap.armed.Store(true)
+	if err := hold.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	senders.Wait()
+	if trap.fired.Load() != 1 {
+		t.Fatalf("COMMIT answers cut: %d, want the group's", trap.fired.Load())
 	}
 }
 

@@ -1,10 +1,8 @@
 package orders
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -100,29 +98,8 @@ func TestGroupedCreatesFillPartially(t *testing.T) {
 	if groups, grouped := f.s.groups.Load(), f.s.grouped.Load(); groups != 1 || grouped != 8 {
 		t.Fatalf("%d groups of %d creates, want 1 of 8", groups, grouped)
 	}
-	created := 0
-	for i, res := range results {
-		switch {
-		case res.Code == 201:
-			created++
-		case strings.Contains(string(res.Body), "fewer than 1 units left"):
-			again, err := f.s.Create(context.Background(), f.req(fmt.Sprintf("g-%02d", i)))
-			if err != nil || !again.Replayed || !bytes.Equal(again.Body, res.Body) {
-				t.Errorf("the refusal of create %d is not replayed: %+v, %v", i, again, err)
-			}
-		default:
-			t.Errorf("create %d: %d %s", i, res.Code, res.Body)
-		}
-	}
-	if created != 4 {
-		t.Fatalf("the group created %d orders, want 4", created)
-	}
-	if left := testenv.Count(t, f.dsn, `SELECT num FROM stock WHERE sku = 'HOT'`); left != 0 {
-		t.Fatalf("stock left %d, want 0", left)
-	}
-	if n := testenv.Count(t, f.dsn, `SELECT COUNT(*) FROM orders`); n != 5 {
-		t.Fatalf("%d orders, want 5", n)
-	}
+	wantFilled(t, f.s, results, func(i int) Request { return f.req(fmt.Sprintf("g-%02d", i)) }, 4)
+	wantStock(t, f.dsn, 0, 5)
 	if n := testenv.Count(t, f.dsn, `SELECT COUNT(*) FROM idempotent_record WHERE status = 1`); n != 9 {
 		t.Fatalf("%d final records, want 9", n)
 	}
@@ -152,9 +129,7 @@ func TestFailedCreateGroupRunsEachAlone(t *testing.T) {
 	if n := testenv.Count(t, f.dsn, `SELECT COUNT(*) FROM orders WHERE amount_fen = 300`); n != 4 {
 		t.Fatalf("%d orders at the new price, want 4", n)
 	}
-	if left := testenv.Count(t, f.dsn, `SELECT num FROM stock WHERE sku = 'HOT'`); left != 5 {
-		t.Fatalf("stock left %d, want 5", left)
-	}
+	wantStock(t, f.dsn, 5, 5)
 }
 
 // 32 creates race for 20 units of one SKU through the default lanes: 20 orders, 12 refusals,
@@ -191,12 +166,7 @@ func TestGroupedCreatesNeverOversell(t *testing.T) {
 	if created != 20 {
 		t.Fatalf("%d created, want 20", created)
 	}
-	if left := testenv.Count(t, dsn, `SELECT num FROM stock WHERE sku = 'HOT'`); left != 0 {
-		t.Fatalf("stock left %d, want 0", left)
-	}
-	if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM orders`); n != 20 {
-		t.Fatalf("%d orders, want 20", n)
-	}
+	wantStock(t, dsn, 0, 20)
 	if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM idempotent_record WHERE status = 1`); n != 32 {
 		t.Fatalf("%d final records, want 32", n)
 	}
