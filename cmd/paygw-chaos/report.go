@@ -73,6 +73,9 @@ func report(o options, all []*figures, final *figures, took time.Duration) strin
 		}
 		if c := f.creates; c != nil {
 			fmt.Fprintf(&b, " Idempotent create during the fault: %d keys x 3 replicas, %d requests, %d/%d keys with one order and one answer.", c.keys, c.requests, c.agreed, c.keys)
+			if g := f.counts[countCreateGroups]; g > 0 {
+				fmt.Fprintf(&b, " Grouped creates: %.0f groups committed %.0f creates.", g, f.counts[countCreated])
+			}
 		}
 		b.WriteString("\n")
 		for _, p := range f.problems {

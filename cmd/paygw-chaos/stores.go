@@ -201,6 +201,8 @@ const (
 	countRedisDown    = `paygw_guard_total{result="redis_down"}`
 	countGroups       = `paygw_apply_group_size_count`
 	countGrouped      = `paygw_apply_group_size_sum`
+	countCreateGroups = `paygw_create_group_size_count`
+	countCreated      = `paygw_create_group_size_sum`
 )
 
 func (t *counters) observe(metric, source string, v float64, fresh bool) {
@@ -264,7 +266,7 @@ func (t *counters) scrape(ctx context.Context, r *replica) {
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		for _, m := range []string{countDeadlock, countLockWait, countRedisDown, countGroups, countGrouped} {
+		for _, m := range []string{countDeadlock, countLockWait, countRedisDown, countGroups, countGrouped, countCreateGroups, countCreated} {
 			if v, ok := strings.CutPrefix(line, m+" "); ok {
 				if f, err := strconv.ParseFloat(v, 64); err == nil {
 					starts := r.startCount()
