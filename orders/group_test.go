@@ -24,12 +24,8 @@ type groupFixture struct {
 }
 
 func newGroupFixture(t *testing.T, units int) *groupFixture {
-	f := &groupFixture{t: t, dsn: testenv.NewDatabase(t), release: make(chan struct{})}
-	f.db = testenv.Open(t, f.dsn)
-	if err := f.db.PutStock(context.Background(), payment.Stock{SKU: "HOT", Num: units, PriceFen: 100}); err != nil {
-		t.Fatal(err)
-	}
-	f.s = New(f.db, testenv.Guard(t), Config{Enabled: true, RedisTTL: 5 * time.Second, ReturnOriginalResult: true}, testRender, testenv.Logger(t))
+	f := &groupFixture{t: t, release: make(chan struct{})}
+	f.dsn, f.db, f.s = hotSKU(t, units)
 	f.s.SetGroupLanes(1)
 	held := make(chan struct{})
 	var once sync.Once
@@ -135,13 +131,8 @@ func TestFailedCreateGroupRunsEachAlone(t *testing.T) {
 // 32 creates race for 20 units of one SKU through the default lanes: 20 orders, 12 refusals,
 // nothing oversold, one final record per key.
 func TestGroupedCreatesNeverOversell(t *testing.T) {
-	dsn := testenv.NewDatabase(t)
-	db := testenv.Open(t, dsn)
+	dsn, _, s := hotSKU(t, 20)
 	ctx := context.Background()
-	if err := db.PutStock(ctx, payment.Stock{SKU: "HOT", Num: 20, PriceFen: 100}); err != nil {
-		t.Fatal(err)
-	}
-	s := New(db, testenv.Guard(t), Config{Enabled: true, RedisTTL: 5 * time.Second, ReturnOriginalResult: true}, testRender, testenv.Logger(t))
 	f := &groupFixture{t: t}
 	var wg sync.WaitGroup
 	codes := make([]int, 32)

@@ -175,13 +175,8 @@ func testRender(o *payment.Order, refusal error) (int, []byte) {
 // changed meanwhile prices the order again. 12 creates race for 5 units: 5 orders, 7 refusals,
 // nothing oversold, and no order row for a refusal.
 func TestCreateTakesStockLast(t *testing.T) {
-	dsn := testenv.NewDatabase(t)
-	db := testenv.Open(t, dsn)
+	dsn, db, s := hotSKU(t, 5)
 	ctx := context.Background()
-	if err := db.PutStock(ctx, payment.Stock{SKU: "HOT", Num: 5, PriceFen: 100}); err != nil {
-		t.Fatal(err)
-	}
-	s := New(db, testenv.Guard(t), Config{Enabled: true, RedisTTL: time.Second, ReturnOriginalResult: true}, testRender, testenv.Logger(t))
 	s.SetGroupLanes(0) // the single path: all 12 price before any takes (group_test.go groups them)
 	canonical, _ := Canonical([]byte(`{"user_id":1,"sku":"HOT","num":1}`))
 	order, err := ParseNewOrder(canonical)
@@ -275,4 +270,16 @@ func wantStock(t *testing.T, dsn string, left, orders int) {
 	if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM orders`); n != orders {
 		t.Fatalf("%d orders, want %d", n, orders)
 	}
+}
+
+// hotSKU is a fresh database holding the SKU HOT (units at 100 fen) and a service on it, with
+// the default create lanes.
+func hotSKU(t *testing.T, units int) (string, *repository.DB, *Service) {
+	t.Helper()
+	dsn := testenv.NewDatabase(t)
+	db := testenv.Open(t, dsn)
+	if err := db.PutStock(context.Background(), payment.Stock{SKU: "HOT", Num: units, PriceFen: 100}); err != nil {
+		t.Fatal(err)
+	}
+	return dsn, db, New(db, testenv.Guard(t), Config{Enabled: true, RedisTTL: 5 * time.Second, ReturnOriginalResult: true}, testRender, testenv.Logger(t))
 }
