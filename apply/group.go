@@ -58,8 +58,14 @@ type groupResult struct {
 
 func newGrouper(a *Applier, lanes int) *grouper {
 	g := &grouper{a: a}
-	g.q = batch.New(lanes, groupMax, g.run)
+	g.q = batch.New(lanes, groupMax, g.runAlone, g.run)
 	return g
+}
+
+// runAlone applies a lone payment on the single path, at once.
+func (g *grouper) runAlone(it *groupItem) {
+	outcome, recordID, err := g.a.applyAlone(it.Ctx, it.Value)
+	it.Answer(groupResult{outcome: outcome, recordID: recordID, err: err})
 }
 
 // groupable: a payment whose order is named for sure. Everything else takes the single path.
@@ -86,17 +92,8 @@ func (a *Applier) Queued() int {
 	return a.group.q.Len()
 }
 
-// run applies a batch: one payment alone on the single path, several in one group.
+// run applies several payments in one group.
 func (g *grouper) run(batch []*groupItem) {
-	switch len(batch) {
-	case 0:
-		return
-	case 1:
-		it := batch[0]
-		outcome, recordID, err := g.a.applyAlone(it.Ctx, it.Value)
-		it.Answer(groupResult{outcome: outcome, recordID: recordID, err: err})
-		return
-	}
 	// One payment per order in a group: a second one for the same order goes alone, after the
 	// group (told so once the group is over, like every item that leaves the fast path).
 	var in, later []*groupItem

@@ -63,7 +63,7 @@ type createAnswer struct {
 func (s *Service) SetGroupLanes(n int) {
 	s.group = nil
 	if n > 0 {
-		s.group = batch.New(n, groupMax, s.runGroup)
+		s.group = batch.New(n, groupMax, s.runAlone, s.runGroup)
 	}
 }
 
@@ -91,13 +91,14 @@ func (s *Service) createGrouped(ctx context.Context, r Request, c *claim) (Resul
 	return a.res, a.err
 }
 
-// runGroup runs a batch: one create alone on the single path, several in one group.
+// runAlone runs a lone create on the single path, at once.
+func (s *Service) runAlone(it *batch.Item[createItem, createAnswer]) {
+	res, err := s.create(it.Ctx, it.Value.r, it.Value.c)
+	it.Answer(createAnswer{res: res, err: err})
+}
+
+// runGroup runs several creates in one group.
 func (s *Service) runGroup(b []*batch.Item[createItem, createAnswer]) {
-	if len(b) == 1 {
-		res, err := s.create(b[0].Ctx, b[0].Value.r, b[0].Value.c)
-		b[0].Answer(createAnswer{res: res, err: err})
-		return
-	}
 	results, err := s.commitGroup(b)
 	if err == nil {
 		s.groups.Add(1)

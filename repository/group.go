@@ -88,8 +88,7 @@ type DoneRecord struct {
 // InsertDoneRecords writes the group's records in one statement and returns the first one's
 // id. payment.ErrConflict when any of them exists already (the statement writes none then).
 func (tx *Tx) InsertDoneRecords(ctx context.Context, recs []DoneRecord) (int64, error) {
-	q := `INSERT INTO idempotent_record (idem_key, biz_type, scope, request_hash, status, result_json, response_code)
-		VALUES ` + placeholders(len(recs), "(?, ?, ?, ?, 1, ?, 200)")
+	q := doneRecordInsert + placeholders(len(recs), doneRecordRow)
 	args := make([]any, 0, 5*len(recs))
 	for _, r := range recs {
 		args = append(args, r.Key, r.BizType, r.Scope, r.Hash, string(r.Result))

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/paygw/paygw/internal/testenv"
 	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/repository"
@@ -21,22 +19,8 @@ import (
 // case or in which column a part sits in stay apart.
 func TestCompactIdemKey(t *testing.T) {
 	ctx := context.Background()
-	cfg, err := mysql.ParseDSN(testenv.ServerDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := sql.Open("mysql", cfg.FormatDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	cfg.DBName = "paygw_t_" + testenv.Random(6)
-	if _, err := admin.Exec("CREATE DATABASE " + cfg.DBName + " CHARACTER SET utf8mb4"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = admin.Exec("DROP DATABASE IF EXISTS " + cfg.DBName) })
-	cfg.ParseTime = true
-	db := testenv.Open(t, cfg.FormatDSN())
+	dsn := testenv.EmptyDatabase(t)
+	db := testenv.Open(t, dsn)
 	if err := db.MigrateTo(ctx, 8); err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +50,7 @@ func TestCompactIdemKey(t *testing.T) {
 			t.Fatalf("claim %q: %v", k, err)
 		}
 	}
-	raw, err := sql.Open("mysql", cfg.FormatDSN())
+	raw, err := sql.Open("mysql", dsn)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -138,14 +138,19 @@ func (tx *Tx) CompleteRecord(ctx context.Context, id int64, token string, code i
 // InsertDoneRecord writes a record that is final from birth (a payment's or a refund's) and
 // returns its id. Returns payment.ErrConflict if the key already has one.
 func (tx *Tx) InsertDoneRecord(ctx context.Context, bizType, scope, key, hash string, result []byte) (int64, error) {
-	const q = `INSERT INTO idempotent_record (idem_key, biz_type, scope, request_hash, status, result_json, response_code)
-		VALUES (?, ?, ?, ?, 1, ?, 200)`
-	res, err := tx.x.ExecContext(ctx, q, key, bizType, scope, hash, string(result))
+	res, err := tx.x.ExecContext(ctx, doneRecordInsert+doneRecordRow, key, bizType, scope, hash, string(result))
 	if err != nil {
 		return 0, conflict(err)
 	}
 	return res.LastInsertId()
 }
+
+// The INSERT of records final from birth, in parts: one doneRecordRow per record
+// (InsertDoneRecords writes several).
+const (
+	doneRecordInsert = `INSERT INTO idempotent_record (idem_key, biz_type, scope, request_hash, status, result_json, response_code) VALUES `
+	doneRecordRow    = `(?, ?, ?, ?, 1, ?, 200)`
+)
 
 // CompleteRecordAs is CompleteRecord for a claim that turns out to answer another request: the
 // record takes that request's hash and result, so that request's retries get its answer and

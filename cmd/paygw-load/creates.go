@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"github.com/paygw/paygw/orders"
@@ -20,7 +19,8 @@ import (
 
 // The hot-SKU create: every client creates an order of the same SKU, each request under an
 // Idempotency-Key of its own, so each takes the claim, the stock row's lock, the order insert
-// and the record's completion. The stock row serialises them all.
+// and the record's completion. The stock row serialises the bare client's creates one by one;
+// the gateway's share it by group (orders/group.go).
 
 const (
 	hotSKU      = "HOT-1"
@@ -31,30 +31,22 @@ const (
 
 // runCreates POSTs n creates of the hot SKU with c.concurrency in flight; a 201 is a success.
 func (c *client) runCreates(ctx context.Context, base string, n int, keyPrefix string) result {
-	lat := make([]time.Duration, n)
-	var errs atomic.Int64
-	start := time.Now()
-	_ = parallel(n, c.concurrency, func(i int) error {
-		t := time.Now()
+	return timed(ctx, n, c.concurrency, func(i int) bool {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/orders", bytes.NewReader([]byte(hotBody)))
 		if err != nil {
-			return err
+			return false
 		}
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Authorization", "Bearer "+benchToken)
 		req.Header.Set("Idempotency-Key", fmt.Sprintf("%s-%07d", keyPrefix, i))
 		resp, err := c.hc.Do(req)
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			_ = resp.Body.Close() // drained; only the status matters
+		if err != nil {
+			return false
 		}
-		if err != nil || resp.StatusCode != http.StatusCreated {
-			errs.Add(1)
-		}
-		lat[i] = time.Since(t)
-		return nil
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close() // drained; only the status matters
+		return resp.StatusCode == http.StatusCreated
 	})
-	return summarize(lat, int(errs.Load()), time.Since(start))
 }
 
 // rawCreates runs the create's own statements for n keys from a bare client at the given
@@ -69,18 +61,9 @@ func rawCreates(ctx context.Context, dsn string, n, concurrency int, keyPrefix s
 	_ = parallel(concurrency, concurrency, func(int) error { return db.Ping(ctx) })
 	hash := sha256.Sum256([]byte(hotBody))
 	reqHash := hex.EncodeToString(hash[:])
-	lat := make([]time.Duration, n)
-	var errs atomic.Int64
-	start := time.Now()
-	_ = parallel(n, concurrency, func(i int) error {
-		t := time.Now()
-		if err := rawCreate(ctx, db, fmt.Sprintf("%s-%07d", keyPrefix, i), reqHash); err != nil {
-			errs.Add(1)
-		}
-		lat[i] = time.Since(t)
-		return nil
-	})
-	return summarize(lat, int(errs.Load()), time.Since(start)), nil
+	return timed(ctx, n, concurrency, func(i int) bool {
+		return rawCreate(ctx, db, fmt.Sprintf("%s-%07d", keyPrefix, i), reqHash) == nil
+	}), nil
 }
 
 func rawCreate(ctx context.Context, db *repository.DB, key, reqHash string) error {

@@ -103,15 +103,21 @@ func (c *client) send(ctx context.Context, url string, m message) bool {
 
 // run sends msgs (each once, in order of the list) with c.concurrency requests in flight.
 func (c *client) run(ctx context.Context, url string, msgs []message) result {
-	lat := make([]time.Duration, len(msgs))
+	return timed(ctx, len(msgs), c.concurrency, func(i int) bool { return c.send(ctx, url, msgs[i]) })
+}
+
+// timed runs fn(0..n-1) with concurrency calls in flight (closed loop), times each, and counts
+// those that report failure; only ctx ends it early.
+func timed(ctx context.Context, n, concurrency int, fn func(i int) bool) result {
+	lat := make([]time.Duration, n)
 	var errs atomic.Int64
 	start := time.Now()
-	_ = parallel(len(msgs), c.concurrency, func(i int) error { // only ctx ends it early
+	_ = parallel(n, concurrency, func(i int) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		t := time.Now()
-		if !c.send(ctx, url, msgs[i]) {
+		if !fn(i) {
 			errs.Add(1)
 		}
 		lat[i] = time.Since(t)

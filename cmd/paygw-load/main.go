@@ -109,7 +109,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--only %q: the subsets are %s", o.only, strings.Join(slices.Sorted(maps.Keys(subsets)), ", "))
 	}
 	o.growthRows = int64(*growth)
-	if o.growthRows == 0 {
+	switch {
+	case !o.wants("growth"): // a subset without the growth scenarios makes no growth table
+		o.growthRows = 0
+	case o.growthRows == 0:
 		o.growthRows = int64(10_000_000 * o.scale)
 	}
 

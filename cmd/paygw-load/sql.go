@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -251,18 +250,9 @@ func rawCeiling(ctx context.Context, dsn string, events []payment.Event, concurr
 	defer db.Close()
 	// Warm the pool so the timed part opens no connections.
 	_ = parallel(concurrency, concurrency, func(int) error { return db.Ping(ctx) })
-	lat := make([]time.Duration, len(events))
-	var errs atomic.Int64
-	start := time.Now()
-	_ = parallel(len(events), concurrency, func(i int) error {
-		t := time.Now()
-		if err := db.InTx(ctx, func(tx *repository.Tx) error { return applyPayment(ctx, tx, events[i]) }); err != nil {
-			errs.Add(1)
-		}
-		lat[i] = time.Since(t)
-		return nil
-	})
-	return summarize(lat, int(errs.Load()), time.Since(start)), nil
+	return timed(ctx, len(events), concurrency, func(i int) bool {
+		return db.InTx(ctx, func(tx *repository.Tx) error { return applyPayment(ctx, tx, events[i]) }) == nil
+	}), nil
 }
 
 // applyPayment is apply's transaction for a payment to a WAIT_PAY order that asks for it.

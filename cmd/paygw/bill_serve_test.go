@@ -40,7 +40,7 @@ func TestDailyBills(t *testing.T) {
 		t.Fatal(err)
 	}
 	extra := strings.ReplaceAll(string(channelsYAML), "http://"+simulate.FakeAddr, fakeSrv.URL)
-	dsn := emptyDatabase(t)
+	dsn := testenv.EmptyDatabase(t)
 	path := writeConfig(t, settings{dsn: dsn, extra: extra})
 	if r := runPaygw(t, nil, "migrate", "--config", path); r.code != 0 {
 		t.Fatalf("migrate: exit %d\n%s", r.code, r.stderr)

@@ -24,8 +24,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/paygw/paygw/internal/testenv"
 	"github.com/paygw/paygw/simulate"
 	migrations "github.com/paygw/paygw/sql"
@@ -404,39 +402,6 @@ func TestServeRefusesBadConfig(t *testing.T) {
 	})
 }
 
-// emptyDatabase creates a database with no tables at all, dropped after the test, and returns
-// its DSN: `paygw migrate` must build the schema from nothing.
-func emptyDatabase(t *testing.T) string {
-	t.Helper()
-	cfg, err := mysql.ParseDSN(testenv.ServerDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := sql.Open("mysql", cfg.FormatDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := admin.PingContext(ctx); err != nil {
-		t.Fatalf("MariaDB at %s is not reachable (%v): start it with `make services`", cfg.Addr, err)
-	}
-	name := "paygw_t_" + testenv.Random(6)
-	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name+" CHARACTER SET utf8mb4"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if a, err := sql.Open("mysql", cfg.FormatDSN()); err == nil {
-			_, _ = a.Exec("DROP DATABASE IF EXISTS " + name)
-			a.Close()
-		}
-	})
-	cfg.DBName = name
-	cfg.ParseTime = true
-	return cfg.FormatDSN()
-}
-
 // statusLines returns the migration lines of `migrate` / `migrate status` output.
 func statusLines(t *testing.T, out string) []string {
 	t.Helper()
@@ -450,7 +415,7 @@ func statusLines(t *testing.T, out string) []string {
 }
 
 func TestMigrateStatusAndSweep(t *testing.T) {
-	dsn := emptyDatabase(t)
+	dsn := testenv.EmptyDatabase(t)
 	path := writeConfig(t, settings{dsn: dsn})
 
 	for i := 1; i <= 2; i++ { // the second run has nothing to do and must still succeed
@@ -591,7 +556,7 @@ func TestSecretsNotLogged(t *testing.T) {
 // `paygw markers flush` starts a new epoch in the database, which every replica binds within
 // identity.Interval; before the migrations it says what to run.
 func TestMarkersFlush(t *testing.T) {
-	dsn := emptyDatabase(t)
+	dsn := testenv.EmptyDatabase(t)
 	path := writeConfig(t, settings{dsn: dsn})
 	if r := runPaygw(t, nil, "markers", "flush", "--config", path); r.code == 0 || !strings.Contains(r.stderr, "paygw migrate") {
 		t.Fatalf("flush before migrate: exit %d, stderr %q; want a failure naming `paygw migrate`", r.code, r.stderr)
@@ -626,7 +591,7 @@ func TestMarkersFlush(t *testing.T) {
 	if r := runPaygw(t, nil, "markers", "--config", path); r.code == 0 {
 		t.Fatal("`paygw markers` without flush succeeded")
 	}
-	other := emptyDatabase(t)
+	other := testenv.EmptyDatabase(t)
 	if r := runPaygw(t, nil, "migrate", "--config", writeConfig(t, settings{dsn: other})); r.code != 0 {
 		t.Fatalf("migrate another database: exit %d\n%s", r.code, r.stderr)
 	}
@@ -638,7 +603,7 @@ func TestMarkersFlush(t *testing.T) {
 // A configuration with UnionPay's real test certificates (SHA-1 signed, as UnionPay's whole PKI
 // is) starts, and serve says at start which chain it trusts.
 func TestServeStartsWithUnionPayTestCertificates(t *testing.T) {
-	dsn := emptyDatabase(t)
+	dsn := testenv.EmptyDatabase(t)
 	addr := freeAddr(t)
 	certs, err := filepath.Abs("../../channels/testdata/vectors/unionpay")
 	if err != nil {
@@ -667,7 +632,7 @@ func TestServeStartsWithUnionPayTestCertificates(t *testing.T) {
 
 // `paygw why` prints what GET /v1/payments explains, on a terminal.
 func TestWhy(t *testing.T) {
-	dsn := emptyDatabase(t)
+	dsn := testenv.EmptyDatabase(t)
 	path := writeConfig(t, settings{dsn: dsn})
 	if r := runPaygw(t, nil, "migrate", "--config", path); r.code != 0 {
 		t.Fatalf("migrate: exit %d\n%s", r.code, r.stderr)
@@ -705,7 +670,7 @@ func TestReconcileQueryCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	extra := strings.ReplaceAll(string(channelsYAML), "http://"+simulate.FakeAddr, fakeSrv.URL)
-	dsn := emptyDatabase(t)
+	dsn := testenv.EmptyDatabase(t)
 	path := writeConfig(t, settings{dsn: dsn, extra: extra})
 	if r := runPaygw(t, nil, "migrate", "--config", path); r.code != 0 {
 		t.Fatalf("migrate: exit %d\n%s", r.code, r.stderr)
@@ -777,7 +742,7 @@ func TestReconcileBillCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dsn := emptyDatabase(t)
+	dsn := testenv.EmptyDatabase(t)
 	path := writeConfig(t, settings{dsn: dsn, extra: string(channelsYAML)})
 	if r := runPaygw(t, nil, "migrate", "--config", path); r.code != 0 {
 		t.Fatalf("migrate: exit %d\n%s", r.code, r.stderr)

@@ -22,19 +22,22 @@ type Item[T, R any] struct {
 // Answer gives the item's caller its result. Call it once per item.
 func (it *Item[T, R]) Answer(r R) { it.done <- r }
 
-// Queue batches items for run, which must Answer every item of the batch it is given.
+// Queue batches items: a batch of one goes to alone, a bigger one to together. Each must Answer
+// every item it is given.
 type Queue[T, R any] struct {
-	lanes chan struct{}
-	max   int
-	run   func(batch []*Item[T, R])
+	lanes    chan struct{}
+	max      int
+	alone    func(it *Item[T, R])
+	together func(batch []*Item[T, R])
 
 	mu      sync.Mutex
 	pending []*Item[T, R]
 }
 
-// New makes a queue of lanes concurrent batches (at least 1) of at most max items each.
-func New[T, R any](lanes, max int, run func(batch []*Item[T, R])) *Queue[T, R] {
-	return &Queue[T, R]{lanes: make(chan struct{}, lanes), max: max, run: run}
+// New makes a queue of lanes concurrent batches (at least 1) of at most max items each. A lone
+// item is run by alone (the caller's single path, at once), two or more by together.
+func New[T, R any](lanes, max int, alone func(it *Item[T, R]), together func(batch []*Item[T, R])) *Queue[T, R] {
+	return &Queue[T, R]{lanes: make(chan struct{}, lanes), max: max, alone: alone, together: together}
 }
 
 // Do queues v and returns its answer. Whoever gets a lane while its own item is still queued
@@ -78,8 +81,13 @@ func (q *Queue[T, R]) Do(ctx context.Context, v T) (r R, err error) {
 // item was taken by another lane meanwhile; the lane is freed whatever happens.
 func (q *Queue[T, R]) runLane(it *Item[T, R]) {
 	defer func() { <-q.lanes }()
-	if q.isPending(it) {
-		q.run(q.take())
+	if !q.isPending(it) {
+		return
+	}
+	if b := q.take(); len(b) == 1 { // never empty: it was pending
+		q.alone(b[0])
+	} else {
+		q.together(b)
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 // A lone item runs at once, alone, on its caller's goroutine.
 func TestLoneItemRunsAlone(t *testing.T) {
 	var sizes []int
-	q := New(1, 8, func(b []*Item[int, int]) {
+	q := newQueue(1, 8, func(b []*Item[int, int]) {
 		sizes = append(sizes, len(b))
 		for _, it := range b {
 			it.Answer(it.Value * 2)
@@ -34,7 +34,7 @@ func TestItemsArrivingDuringABatchShareTheNext(t *testing.T) {
 	release := make(chan struct{})
 	var mu sync.Mutex
 	var sizes []int
-	q := New(1, 4, func(b []*Item[int, int]) {
+	q := newQueue(1, 4, func(b []*Item[int, int]) {
 		mu.Lock()
 		sizes = append(sizes, len(b))
 		first := len(sizes) == 1
@@ -80,7 +80,7 @@ func TestItemsArrivingDuringABatchShareTheNext(t *testing.T) {
 func TestCancelledWaitingItemIsWithdrawn(t *testing.T) {
 	release := make(chan struct{})
 	ran := make(chan int, 8)
-	q := New(1, 8, func(b []*Item[int, int]) {
+	q := newQueue(1, 8, func(b []*Item[int, int]) {
 		for _, it := range b {
 			ran <- it.Value
 			if it.Value == 0 {
@@ -112,7 +112,7 @@ func TestCancelledWaitingItemIsWithdrawn(t *testing.T) {
 
 // A batch that panics still frees its lane.
 func TestPanickingBatchFreesItsLane(t *testing.T) {
-	q := New(1, 8, func(b []*Item[int, int]) {
+	q := newQueue(1, 8, func(b []*Item[int, int]) {
 		if b[0].Value == 0 {
 			panic("boom")
 		}
@@ -139,5 +139,28 @@ func waitFor(t *testing.T, ok func() bool) {
 			t.Fatal("timed out")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// newQueue is a queue whose lone items and batches both go to run, as a batch of one or more.
+func newQueue(lanes, max int, run func(b []*Item[int, int])) *Queue[int, int] {
+	return New(lanes, max, func(it *Item[int, int]) { run([]*Item[int, int]{it}) }, run)
+}
+
+// A batch of one goes to alone, never to together.
+func TestBatchOfOneGoesAlone(t *testing.T) {
+	var alone, together int
+	q := New(1, 8, func(it *Item[int, int]) { alone++; it.Answer(it.Value) },
+		func(b []*Item[int, int]) {
+			together++
+			for _, it := range b {
+				it.Answer(it.Value)
+			}
+		})
+	if r, err := q.Do(context.Background(), 7); err != nil || r != 7 {
+		t.Fatalf("Do = %d, %v", r, err)
+	}
+	if alone != 1 || together != 0 {
+		t.Fatalf("alone %d, together %d; want 1 and 0", alone, together)
 	}
 }

@@ -115,38 +115,19 @@ func GaleraStatus(serverDSN, name string) (string, error) {
 func GaleraDatabase(tb testing.TB) []string {
 	tb.Helper()
 	GaleraUp(tb)
-	first, err := mysql.ParseDSN(GaleraServerDSN(1))
+	first, err := mysql.ParseDSN(NewDatabaseOn(tb, GaleraServerDSN(1)))
 	if err != nil {
 		tb.Fatal(err)
 	}
-	admin, err := sql.Open("mysql", first.FormatDSN())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer admin.Close()
-	name := "paygw_g_" + Random(6)
-	if _, err := admin.Exec("CREATE DATABASE " + name + " CHARACTER SET utf8mb4"); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		if a, err := sql.Open("mysql", first.FormatDSN()); err == nil {
-			_, _ = a.Exec("DROP DATABASE IF EXISTS " + name)
-			_ = a.Close()
-		}
-	})
 	dsns := make([]string, GaleraNodes)
 	for i := range dsns {
 		cfg, err := mysql.ParseDSN(GaleraServerDSN(i + 1))
 		if err != nil {
 			tb.Fatal(err)
 		}
-		cfg.DBName = name
+		cfg.DBName = first.DBName
 		cfg.ParseTime = true
 		dsns[i] = cfg.FormatDSN()
-	}
-	db := Open(tb, dsns[0])
-	if err := db.Migrate(context.Background()); err != nil {
-		tb.Fatalf("migrate: %v", err)
 	}
 	// DDL replicates in total order; a causal read on each node waits until it is applied there.
 	for _, dsn := range dsns {

@@ -55,6 +55,30 @@ func NewDatabase(tb testing.TB) string {
 // NewDatabaseOn is NewDatabase on the server of serverDSN (a DSN without a database name).
 func NewDatabaseOn(tb testing.TB, serverDSN string) string {
 	tb.Helper()
+	dsn := EmptyDatabaseOn(tb, serverDSN)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db, err := repository.Open(ctx, dsn, 4)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.Migrate(ctx); err != nil {
+		tb.Fatalf("migrate: %v", err)
+	}
+	return dsn
+}
+
+// EmptyDatabase creates a database with no tables at all on the shared server, dropped when the
+// test ends, and returns its DSN (for migrations from nothing, or from an old version).
+func EmptyDatabase(tb testing.TB) string {
+	tb.Helper()
+	return EmptyDatabaseOn(tb, ServerDSN())
+}
+
+// EmptyDatabaseOn is EmptyDatabase on the server of serverDSN (a DSN without a database name).
+func EmptyDatabaseOn(tb testing.TB, serverDSN string) string {
+	tb.Helper()
 	cfg, err := mysql.ParseDSN(serverDSN)
 	if err != nil {
 		tb.Fatalf("server DSN %q: %v", serverDSN, err)
@@ -81,16 +105,7 @@ func NewDatabaseOn(tb testing.TB, serverDSN string) string {
 	})
 	cfg.DBName = name
 	cfg.ParseTime = true
-	dsn := cfg.FormatDSN()
-	db, err := repository.Open(ctx, dsn, 4)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer db.Close()
-	if err := db.Migrate(ctx); err != nil {
-		tb.Fatalf("migrate: %v", err)
-	}
-	return dsn
+	return cfg.FormatDSN()
 }
 
 // DB opens a fresh migrated database for this test; closed and dropped afterwards.
