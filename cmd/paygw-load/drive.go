@@ -129,11 +129,17 @@ func timed(ctx context.Context, n, concurrency int, fn func(i int) bool) result 
 // runRate sends msgs at a steady rate (open loop: a slow answer does not delay the next send),
 // as channels deliver, and measures each answer's latency.
 func (c *client) runRate(ctx context.Context, url string, msgs []message, rate float64) result {
-	lat := make([]time.Duration, len(msgs))
+	return paced(ctx, len(msgs), rate, func(i int) bool { return c.send(ctx, url, msgs[i]) })
+}
+
+// paced starts fn(0..n-1) at rate calls a second whatever the answers (open loop), times each,
+// and counts those that report failure; only ctx ends it early.
+func paced(ctx context.Context, n int, rate float64, fn func(i int) bool) result {
+	lat := make([]time.Duration, n)
 	var errs atomic.Int64
 	var wg sync.WaitGroup
 	start := time.Now()
-	for i, m := range msgs {
+	for i := range n {
 		at := start.Add(time.Duration(float64(i) / rate * float64(time.Second)))
 		if d := time.Until(at); d > 0 {
 			select {
@@ -148,7 +154,7 @@ func (c *client) runRate(ctx context.Context, url string, msgs []message, rate f
 		go func() {
 			defer wg.Done()
 			t := time.Now()
-			if !c.send(ctx, url, m) {
+			if !fn(i) {
 				errs.Add(1)
 			}
 			lat[i] = time.Since(t)

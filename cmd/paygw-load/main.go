@@ -48,7 +48,7 @@ type options struct {
 var subsets = map[string][]string{
 	"growth":  {"warm", "gwarm", "empty", "growth"},
 	"creates": {"warm", "gwarm"},
-	"tail":    {"warm", "gwarm", "unique", "raw", "rate70"},
+	"tail":    {"warm", "gwarm", "unique", "raw", "rate70", "raw70"},
 }
 
 // wants reports whether the run includes one of the subsets named.

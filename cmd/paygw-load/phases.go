@@ -78,21 +78,34 @@ func (b *bench) creates(ctx context.Context) error {
 	)
 }
 
-// tail: latency at 70 % of the unique peak, sent at a steady rate (open loop).
+// tail: latency at 70 % of the unique peak, sent at a steady rate (open loop). Beside it, in the
+// same rounds, a reference: the raw ceiling's transaction with nothing in front of it, at 70 % of
+// its own peak, the tail this machine gives today's path at that load.
 func (b *bench) tail(ctx context.Context) error {
 	rate := 0.7 * b.results["unique"].RPS
+	rawRate := 0.7 * b.results["raw"].RPS
 	// An open loop has more requests in flight at its peaks than the 32 connections the closed
 	// loops left open: without this, its first round dialled about 100 new connections (6 % of
 	// its requests) and the later ones almost none. The warm set's repeats, 4 x 32 at a time,
 	// leave that many keep-alive connections in the client's pool, so no round dials.
 	warmPool := &client{hc: b.cl.hc, concurrency: 4 * b.opts.concurrency}
 	warmPool.run(ctx, b.url, b.sets["warm"].msgs)
-	if err := b.interleave(ctx, rounds, step{name: "unique_at_70pct", fn: func(r int) result {
-		return b.cl.runRate(ctx, b.url, chunk(b.sets["rate70"].msgs, r, rounds), rate)
-	}}); err != nil {
+	db := b.admin.dsn(benchDB)
+	if err := b.interleave(ctx, rounds,
+		step{name: "unique_at_70pct", fn: func(r int) result {
+			return b.cl.runRate(ctx, b.url, chunk(b.sets["rate70"].msgs, r, rounds), rate)
+		}},
+		step{name: "raw_at_70pct", fn: func(r int) result {
+			res, err := rawAtRate(ctx, db, chunk(b.sets["raw70"].events, r, rounds), rawRate, 256)
+			if err != nil {
+				b.logf("raw at 70 %%: %v", err)
+			}
+			return res
+		}},
+	); err != nil {
 		return err
 	}
-	b.logf("unique_at_70pct sent at %.0f req/s", rate)
+	b.logf("at 70 %%: unique sent at %.0f req/s, raw at %.0f", rate, rawRate)
 	return nil
 }
 

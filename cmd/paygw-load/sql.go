@@ -255,6 +255,22 @@ func rawCeiling(ctx context.Context, dsn string, events []payment.Event, concurr
 	}), nil
 }
 
+// rawAtRate starts the raw ceiling's transaction for each event at a steady rate (open loop), on
+// a pool of up to maxConns connections (128 of them opened first): today's path with nothing in
+// front of it, at a rate rather than a concurrency.
+func rawAtRate(ctx context.Context, dsn string, events []payment.Event, rate float64, maxConns int) (result, error) {
+	db, err := repository.Open(ctx, dsn, maxConns)
+	if err != nil {
+		return result{}, err
+	}
+	defer db.Close()
+	warm := min(128, maxConns)
+	_ = parallel(warm, warm, func(int) error { return db.Ping(ctx) })
+	return paced(ctx, len(events), rate, func(i int) bool {
+		return db.InTx(ctx, func(tx *repository.Tx) error { return applyPayment(ctx, tx, events[i]) }) == nil
+	}), nil
+}
+
 // applyPayment is apply's transaction for a payment to a WAIT_PAY order that asks for it.
 func applyPayment(ctx context.Context, tx *repository.Tx, ev payment.Event) error {
 	now := time.Now().UTC().Truncate(time.Millisecond)
