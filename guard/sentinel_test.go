@@ -93,7 +93,20 @@ func TestSentinelFailover(t *testing.T) {
 	if n, err := direct.DBSize(ctx).Result(); err != nil || n == 0 {
 		t.Fatalf("the master holds %d keys (%v); the guard wrote elsewhere", n, err)
 	}
-	if n, err := direct.Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {
+	// The replica's first sync (a fork and a transfer) can take seconds on a loaded box: wait for
+	// its link to be up before asking it to acknowledge the marker.
+	replica := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + rp})
+	defer replica.Close()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		info, err := replica.Info(ctx, "replication").Result()
+		if err == nil && strings.Contains(info, "master_link_status:up") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the replica's link to the master is not up after 30s: %v\n%s", err, info)
+		}
+	}
+	if n, err := direct.Do(ctx, "WAIT", 1, 15000).Int(); err != nil || n != 1 {
 		t.Fatalf("WAIT for the replica = %d %v", n, err)
 	}
 
