@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -58,6 +59,15 @@ type bench struct {
 	keys                      simulate.Manifest
 	cl                        *client // 32 (--concurrency) in flight
 	url, growthURL, verifyURL string
+}
+
+// setSpec is one set of orders and their notifications: fresh WAIT_PAY orders, each told paid
+// (status "") or closed; or, with of, refunds of the orders of the set named (paid before).
+type setSpec struct {
+	name, db string
+	n        int
+	status   string // a simulate.Status*; "" is paid
+	of       string
 }
 
 // One set of orders per scenario that needs fresh WAIT_PAY orders.
@@ -167,36 +177,33 @@ func (b *bench) run(ctx context.Context) error {
 	b.alipayAppID, b.alipayKeyFile = keys.Alipay.AppID, filepath.Join(b.work, "keys", keys.Alipay.PublicKeyFile)
 
 	// Orders and their pre-signed notifications, one set per use.
-	sizes := []struct {
-		name, db string
-		n        int
-	}{
-		{"warm", benchDB, 300}, {"unique", benchDB, b.n(10000)}, {"raw", benchDB, b.n(10000)},
-		{"mixed", benchDB, b.n(10000) / 8}, {"down", benchDB, b.n(5000)}, {"empty", benchDB, b.n(8000)},
-		{"gwarm", growthDB, 300}, {"growth", growthDB, b.n(8000)},
-		{"unique256", benchDB, b.n(10000)}, {"raw256", benchDB, b.n(10000)},
-		{"serialg", benchDB, b.n(1000)}, {"serials", benchDB, b.n(1000)}, {"rate70", benchDB, b.n(8000)}, {"raw70", benchDB, b.n(8000)},
-		{"purgeoff", growthDB, b.n(4000)}, {"purgeon", growthDB, b.n(4000)},
+	sizes := []setSpec{
+		{name: "warm", db: benchDB, n: 300}, {name: "unique", db: benchDB, n: b.n(10000)}, {name: "raw", db: benchDB, n: b.n(10000)},
+		{name: "mixed", db: benchDB, n: b.n(10000) / 8}, {name: "down", db: benchDB, n: b.n(5000)}, {name: "empty", db: benchDB, n: b.n(8000)},
+		{name: "gwarm", db: growthDB, n: 300}, {name: "growth", db: growthDB, n: b.n(8000)},
+		{name: "unique256", db: benchDB, n: b.n(10000)}, {name: "raw256", db: benchDB, n: b.n(10000)},
+		{name: "serialg", db: benchDB, n: b.n(1000)}, {name: "serials", db: benchDB, n: b.n(1000)},
+		{name: "rate70", db: benchDB, n: b.n(8000)}, {name: "raw70", db: benchDB, n: b.n(8000)},
+		{name: "purgeoff", db: growthDB, n: b.n(4000)}, {name: "purgeon", db: growthDB, n: b.n(4000)},
+		{name: "payonly", db: benchDB, n: b.n(8000)}, {name: "mixpay", db: benchDB, n: b.n(8000) * 8 / 10},
+		{name: "closes", db: benchDB, n: b.n(8000)/10 + b.n(4000), status: simulate.StatusClosed},
+		{name: "topay", db: benchDB, n: b.n(8000)/10 + b.n(4000)},
+		{name: "refunds", db: benchDB, n: b.n(8000)/10 + b.n(4000), status: simulate.StatusRefund, of: "topay"},
 	}
 	if o.only != "" {
-		sizes = slices.DeleteFunc(sizes, func(s struct {
-			name, db string
-			n        int
-		}) bool {
-			return !slices.Contains(subsets[o.only], s.name)
-		})
+		sizes = slices.DeleteFunc(sizes, func(s setSpec) bool { return !slices.Contains(subsets[o.only], s.name) })
 	}
 	var all []order
 	for _, s := range sizes {
 		for i := 0; i < s.n; i++ {
-			all = append(all, order{tradeNo: fmt.Sprintf("B%s%07d", s.name, i), amountFen: 100 + int64(i%9000)})
+			all = append(all, order{tradeNo: fmt.Sprintf("B%s%07d", cmp.Or(s.of, s.name), i), amountFen: 100 + int64(i%9000), status: s.status})
 		}
 	}
 	b.logf("signing %d notifications", len(all))
 	msgs := make([]message, len(all))
 	events := make([]payment.Event, len(all))
 	if err := parallel(len(all), 4, func(i int) error {
-		m, err := signer.Sign(simulate.Payment{TradeNo: all[i].tradeNo, AmountFen: all[i].amountFen})
+		m, err := signer.Sign(simulate.Payment{TradeNo: all[i].tradeNo, AmountFen: all[i].amountFen, Status: all[i].status})
 		if err != nil {
 			return err
 		}
@@ -211,8 +218,10 @@ func (b *bench) run(ctx context.Context) error {
 	off, seedStart := 0, time.Now()
 	for _, s := range sizes {
 		sets[s.name] = &set{name: s.name, msgs: msgs[off : off+s.n], events: events[off : off+s.n]}
-		if err := b.admin.seedOrders(ctx, s.db, all[off:off+s.n]); err != nil {
-			return err
+		if s.of == "" { // a refund set's orders are its payment set's
+			if err := b.admin.seedOrders(ctx, s.db, all[off:off+s.n]); err != nil {
+				return err
+			}
 		}
 		off += s.n
 	}
@@ -250,6 +259,7 @@ func (b *bench) run(ctx context.Context) error {
 		{nil, b.serial},
 		{[]string{"creates"}, b.creates},
 		{[]string{"tail"}, b.tail},
+		{[]string{"others"}, b.others},
 		{nil, b.repeats},
 		{[]string{"growth"}, b.growth},
 		{nil, b.purge},
@@ -584,6 +594,9 @@ func (b *bench) report() error {
 		{"mixed_over_verify", "mixed", ratio("mixed", "verify_only"), "", true},
 		{"unique_redis_down_over_raw", "unique_redis_down", ratio("unique_redis_down", "raw"), "", true},
 		{"repeat_redis_down_over_verify", "repeat_redis_down", ratio("repeat_redis_down", "verify_only"), "", true},
+		{"mix_8_1_1_over_payments", "mix_8_1_1", ratio("mix_8_1_1", "payments_only"), "(1 refund, 1 close in 10)", true},
+		{"refund_only_over_payments", "refund_only", ratio("refund_only", "payments_only"), "(a mass refund)", true},
+		{"close_only_over_payments", "close_only", ratio("close_only", "payments_only"), "(unpaid trades timing out)", true},
 		{"create_hot_over_raw", "create_hot", ratio("create_hot", "create_raw"), ">= 0.90 (one SKU, 32 clients)", ratio("create_hot", "create_raw") >= 0.90},
 		{"sql_per_unique", "unique", r["unique"].SQLMin, "<= 2 (amortised)", r["unique"].SQLMin <= 2},
 		{"sql_per_unique_256", "unique_256", r["unique_256"].SQLMin, "<= 2 (amortised)", r["unique_256"].SQLMin <= 2},

@@ -49,6 +49,7 @@ var subsets = map[string][]string{
 	"growth":  {"warm", "gwarm", "empty", "growth"},
 	"creates": {"warm", "gwarm"},
 	"tail":    {"warm", "gwarm", "unique", "raw", "rate70", "raw70"},
+	"others":  {"warm", "gwarm", "payonly", "mixpay", "closes", "topay", "refunds"},
 }
 
 // wants reports whether the run includes one of the subsets named.

@@ -109,6 +109,31 @@ func (b *bench) tail(ctx context.Context) error {
 	return nil
 }
 
+// others: do refunds and closes pay for grouping? They take the single path, a transaction
+// each. Payments with one refund and one close in every ten notifications (mix_8_1_1) against
+// payments alone (payments_only), in alternating rounds, tell what they cost a realistic
+// stream; refunds alone (refund_only, a mass refund) and closes alone (close_only) tell what each
+// costs. The orders refunded are paid first, outside the timing.
+func (b *bench) others(ctx context.Context) error {
+	topay, refunds := b.sets["topay"].msgs, b.sets["refunds"].msgs
+	b.cl.run(ctx, b.url, topay)
+	closes, pays := b.sets["closes"].msgs, b.sets["mixpay"].msgs
+	var mixed []message
+	for i := range pays {
+		mixed = append(mixed, pays[i])
+		if i%8 == 7 {
+			mixed = append(mixed, refunds[i/8], closes[i/8])
+		}
+	}
+	refundOnly, closeOnly := refunds[len(pays)/8:], closes[len(pays)/8:]
+	return b.interleave(ctx, rounds,
+		step{name: "payments_only", fn: func(r int) result { return b.cl.run(ctx, b.url, chunk(b.sets["payonly"].msgs, r, rounds)) }},
+		step{name: "mix_8_1_1", fn: func(r int) result { return b.cl.run(ctx, b.url, chunk(mixed, r, rounds)) }},
+		step{name: "refund_only", fn: func(r int) result { return b.cl.run(ctx, b.url, chunk(refundOnly, r, rounds)) }},
+		step{name: "close_only", fn: func(r int) result { return b.cl.run(ctx, b.url, chunk(closeOnly, r, rounds)) }},
+	)
+}
+
 // repeats: a fresh process knows nothing, so the first repeat of each payment asks Redis; then
 // repeats it remembers, and the mixed storm of one unique to 7 repeats sent at once.
 func (b *bench) repeats(ctx context.Context) error {

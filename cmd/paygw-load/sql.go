@@ -117,6 +117,7 @@ func (a *admin) background(ctx context.Context, d time.Duration) (float64, error
 type order struct {
 	tradeNo   string
 	amountFen int64
+	status    string // what its notification says (simulate.Status*; "" paid)
 }
 
 // seedOrders inserts WAIT_PAY orders with the repository's own InsertOrder, so they are the
