@@ -115,20 +115,21 @@ func (b *bench) tail(ctx context.Context) error {
 // stream; refunds alone (refund_only, a mass refund) and closes alone (close_only) tell what each
 // costs. The orders refunded are paid first, outside the timing.
 func (b *bench) others(ctx context.Context) error {
-	topay, refunds := b.sets["topay"].msgs, b.sets["refunds"].msgs
-	b.cl.run(ctx, b.url, topay)
-	closes, pays := b.sets["closes"].msgs, b.sets["mixpay"].msgs
-	var mixed []message
+	if paid := b.cl.run(ctx, b.url, b.sets["topay"].msgs); paid.Errors > 0 {
+		return fmt.Errorf("paying the orders to refund: %d of %d failed", paid.Errors, paid.Requests)
+	}
+	refunds, closes, pays := b.sets["refunds"].msgs, b.sets["closes"].msgs, b.sets["mixpay"].msgs
+	var stream []message
 	for i := range pays {
-		mixed = append(mixed, pays[i])
+		stream = append(stream, pays[i])
 		if i%8 == 7 {
-			mixed = append(mixed, refunds[i/8], closes[i/8])
+			stream = append(stream, refunds[i/8], closes[i/8])
 		}
 	}
 	refundOnly, closeOnly := refunds[len(pays)/8:], closes[len(pays)/8:]
 	return b.interleave(ctx, rounds,
 		step{name: "payments_only", fn: func(r int) result { return b.cl.run(ctx, b.url, chunk(b.sets["payonly"].msgs, r, rounds)) }},
-		step{name: "mix_8_1_1", fn: func(r int) result { return b.cl.run(ctx, b.url, chunk(mixed, r, rounds)) }},
+		step{name: "mix_8_1_1", fn: func(r int) result { return b.cl.run(ctx, b.url, chunk(stream, r, rounds)) }},
 		step{name: "refund_only", fn: func(r int) result { return b.cl.run(ctx, b.url, chunk(refundOnly, r, rounds)) }},
 		step{name: "close_only", fn: func(r int) result { return b.cl.run(ctx, b.url, chunk(closeOnly, r, rounds)) }},
 	)
