@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paygw/paygw/guard"
+	"github.com/paygw/paygw/internal/batch"
 	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/repository"
 )
@@ -62,7 +63,7 @@ func New(db *repository.DB, g *guard.Guard, guardTTL time.Duration, log zerolog.
 	guardTTL = min(guardTTL, maxGuardTTL)
 	a := &Applier{db: db, guard: g, guardTTL: guardTTL, log: log, now: time.Now, TwinWait: DefaultTwinWait,
 		done: newDoneCache(doneCacheSize, doneCacheAge, time.Now)}
-	a.group = newGrouper(a, DefaultGroupLanes)
+	a.group = newGrouper(a, batch.DefaultLanes)
 	return a
 }
 

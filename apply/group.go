@@ -34,10 +34,6 @@ import (
 // groupMax caps a group: about 64 x 13 bound values in its largest statement.
 const groupMax = 64
 
-// DefaultGroupLanes is how many payment transactions run at once before payments queue into
-// groups.
-const DefaultGroupLanes = 2
-
 type grouper struct {
 	a *Applier
 	q *batch.Queue[payment.Event, groupResult]

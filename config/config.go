@@ -20,6 +20,7 @@ import (
 	"github.com/knadh/koanf/providers/confmap"
 	"github.com/knadh/koanf/providers/file"
 	"github.com/knadh/koanf/v2"
+	"github.com/paygw/paygw/internal/batch"
 )
 
 // DefaultPath is read when neither --config nor PAYGW_CONFIG names a file.
@@ -238,7 +239,7 @@ func defaults() map[string]any {
 		"log.format":                           "json",
 		"mysql.dsn":                            "root@tcp(127.0.0.1:3306)/paygw?parseTime=true&loc=UTC",
 		"mysql.max_open_conns":                 32,
-		"mysql.group_lanes":                    2,
+		"mysql.group_lanes":                    batch.DefaultLanes,
 		"redis.mode":                           "single",
 		"redis.password":                       "",
 		"redis.db":                             0,

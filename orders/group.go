@@ -35,10 +35,6 @@ import (
 // claims' tokens fence whatever the group might have committed. No caller gets its result before
 // the COMMIT that holds it was acknowledged.
 
-// DefaultGroupLanes is how many create transactions run at once before creates queue into
-// groups (mysql.group_lanes, shared with group apply).
-const DefaultGroupLanes = 2
-
 // groupMax caps a group: about 64 x 4 statements in its transaction.
 const groupMax = 64
 
@@ -157,9 +153,7 @@ func (s *Service) commitGroup(b []*batch.Item[createItem, createAnswer]) ([]Resu
 				return err
 			}
 		}
-		if s.afterPricing != nil {
-			s.afterPricing()
-		}
+		s.hookAfterPricing()
 		for _, sku := range slices.Sorted(maps.Keys(skus)) { // last: the rows' locks are held to COMMIT
 			if t := skus[sku]; t.taken > 0 {
 				if err := tx.TakeStock(ctx, sku, t.taken, t.stock.PriceFen); err != nil {

@@ -83,7 +83,7 @@ type Service struct {
 
 func New(db *repository.DB, g *guard.Guard, cfg Config, render Render, log zerolog.Logger) *Service {
 	s := &Service{db: db, guard: g, cfg: cfg, render: render, log: log, now: time.Now}
-	s.SetGroupLanes(DefaultGroupLanes)
+	s.SetGroupLanes(batch.DefaultLanes)
 	return s
 }
 
@@ -320,9 +320,7 @@ func (s *Service) createOnce(ctx context.Context, r Request, c *claim) (Result, 
 		if res, price, ordered, err = s.business(ctx, tx, r); err != nil {
 			return err
 		}
-		if s.afterPricing != nil {
-			s.afterPricing()
-		}
+		s.hookAfterPricing()
 		if err := s.complete(ctx, tx, c, res); err != nil {
 			return err
 		}
@@ -343,6 +341,12 @@ func (s *Service) complete(ctx context.Context, tx *repository.Tx, c *claim, res
 		return nil
 	}
 	return tx.CompleteRecord(ctx, c.id, c.token, res.Code, res.Body)
+}
+
+func (s *Service) hookAfterPricing() {
+	if s.afterPricing != nil {
+		s.afterPricing()
+	}
 }
 
 func (s *Service) hookBeforeCommit() {

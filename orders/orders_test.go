@@ -233,9 +233,7 @@ func TestCreateTakesStockLast(t *testing.T) {
 	if err != nil || o.AmountFen != 250 {
 		t.Fatalf("the order across a price change: %+v, %v; want it priced at the new 250", o, err)
 	}
-	if left := testenv.Count(t, dsn, `SELECT num FROM stock WHERE sku = 'HOT'`); left != 2 {
-		t.Fatalf("stock left %d, want 2", left)
-	}
+	wantStock(t, dsn, 2, 6)
 }
 
 // wantFilled checks that filled of the results are orders (201) and the rest out-of-stock

@@ -9,8 +9,9 @@
 #
 # Ports: MYSQL_PORT (default 3306), REDIS_PORT (default 6379), always on
 # 127.0.0.1. MARIADB_BUFFER_POOL (default 2G) sizes InnoDB's buffer pool of a server this
-# script starts (6G for the 100 M-row growth bench, whose unique index is 2.9 GiB). A server that already answers on a port (MariaDB/MySQL as root
-# without password, Redis with PONG) is used as is and never stopped.
+# script starts (6G for the 100 M-row growth bench, whose unique index is 2.9 GiB). A server
+# that already answers on a port (MariaDB/MySQL as root without password, Redis with PONG) is
+# used as is and never stopped.
 # State lives in <repo>/.services/ (git-ignored), one data dir per port.
 set -euo pipefail
 

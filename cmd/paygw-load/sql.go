@@ -244,32 +244,39 @@ func (a *admin) reuseGrowth(ctx context.Context, db string, n int64) (bool, erro
 // MariaDB can do for a unique payment with nothing in front of it. The record's result and
 // request hash are built as apply builds them, so the rows are the same size.
 func rawCeiling(ctx context.Context, dsn string, events []payment.Event, concurrency int) (result, error) {
-	db, err := repository.Open(ctx, dsn, concurrency)
+	pay, closeDB, err := rawPayer(ctx, dsn, events, concurrency, concurrency)
 	if err != nil {
 		return result{}, err
 	}
-	defer db.Close()
-	// Warm the pool so the timed part opens no connections.
-	_ = parallel(concurrency, concurrency, func(int) error { return db.Ping(ctx) })
-	return timed(ctx, len(events), concurrency, func(i int) bool {
-		return db.InTx(ctx, func(tx *repository.Tx) error { return applyPayment(ctx, tx, events[i]) }) == nil
-	}), nil
+	defer closeDB()
+	return timed(ctx, len(events), concurrency, pay), nil
 }
 
 // rawAtRate starts the raw ceiling's transaction for each event at a steady rate (open loop), on
 // a pool of up to maxConns connections (128 of them opened first): today's path with nothing in
 // front of it, at a rate rather than a concurrency.
 func rawAtRate(ctx context.Context, dsn string, events []payment.Event, rate float64, maxConns int) (result, error) {
-	db, err := repository.Open(ctx, dsn, maxConns)
+	pay, closeDB, err := rawPayer(ctx, dsn, events, maxConns, min(128, maxConns))
 	if err != nil {
 		return result{}, err
 	}
-	defer db.Close()
-	warm := min(128, maxConns)
+	defer closeDB()
+	return paced(ctx, len(events), rate, pay), nil
+}
+
+// rawPayer opens the raw ceiling's pool of up to maxConns connections, warm of them opened now
+// so the timed part dials none, and returns what applies events[i] through it (false on
+// failure) and what closes it.
+func rawPayer(ctx context.Context, dsn string, events []payment.Event, maxConns, warm int) (pay func(i int) bool, closeDB func(), err error) {
+	db, err := repository.Open(ctx, dsn, maxConns)
+	if err != nil {
+		return nil, nil, err
+	}
 	_ = parallel(warm, warm, func(int) error { return db.Ping(ctx) })
-	return paced(ctx, len(events), rate, func(i int) bool {
+	pay = func(i int) bool {
 		return db.InTx(ctx, func(tx *repository.Tx) error { return applyPayment(ctx, tx, events[i]) }) == nil
-	}), nil
+	}
+	return pay, func() { _ = db.Close() }, nil
 }
 
 // applyPayment is apply's transaction for a payment to a WAIT_PAY order that asks for it.

@@ -12,6 +12,10 @@ import (
 	"sync"
 )
 
+// DefaultLanes is mysql.group_lanes' default: how many transactions of payments (group apply),
+// and of creates (grouped creates), run at once before what arrives queues into batches.
+const DefaultLanes = 2
+
 // Item is one caller's piece of work. Run answers it exactly once, with Answer.
 type Item[T, R any] struct {
 	Ctx   context.Context // the caller's; a batch should outlive none of them by much
