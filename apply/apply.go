@@ -4,12 +4,14 @@
 package apply
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -86,7 +88,7 @@ func (a *Applier) Apply(ctx context.Context, ev payment.Event) (payment.Outcome,
 	ev.Currency = strings.ToUpper(ev.Currency)
 	biz, key := recordOf(ev)
 	if ev.Kind == payment.KindRefund && key == "" {
-		return "", errors.New("a refund event without a refund id") // a channel bug: never drop it
+		return "", errors.New("a refund event that names no refund, total or bill line") // a channel bug: never drop it
 	}
 	markers := markerKeys(ev)
 	note := markers[len(markers)-1]
@@ -307,7 +309,7 @@ func (a *Applier) pay(ctx context.Context, tx *repository.Tx, ev payment.Event, 
 			return "", 0, err
 		}
 	}
-	if order.RefundsPending > 0 {
+	if !ok { // the fast update leaves out payments with refunds waiting for them
 		if err := a.settlePending(ctx, tx, ev, outcome, order, now); err != nil {
 			return "", 0, err
 		}
@@ -315,137 +317,248 @@ func (a *Applier) pay(ctx context.Context, tx *repository.Tx, ev payment.Event, 
 	return outcome, recordID, nil
 }
 
-// refund applies a refund once. It is found by the payment it undoes:
-//   - applied to an order: refunded_fen grows by the refund (REFUNDED), unless that would pass
-//     what was paid (REFUND_EXCEEDS_PAYMENT, order untouched);
-//   - recorded but not applied (an anomaly): the anomaly is marked refunded (ANOMALY_REFUNDED);
-//   - not seen yet, for an order of ours: recorded and counted once the payment applies
-//     (REFUND_PENDING);
-//   - none of these and no trade_no of ours (Stripe's account-wide events): journalled as other;
-//   - otherwise the order is unknown and the channel retries.
+// refund puts what a refund event states into the refund ledger (repository/refunds.go), once
+// per statement (its record), and derives the order's refunded_fen from the ledger. Where the
+// payment it undoes stands decides the statement's status:
+//   - applied to an order: APPLIED, and refunded_fen becomes what the ledger says (REFUNDED),
+//     unless that would pass what was paid (REFUND_EXCEEDS_PAYMENT: the statement is kept
+//     REFUSED, the order untouched);
+//   - recorded but not applied (an anomaly): ANOMALY, and the anomaly is marked refunded
+//     (ANOMALY_REFUNDED);
+//   - not seen yet: PENDING (REFUND_PENDING), counted once the payment applies, whether the
+//     refund names an order of ours or none at all (Stripe Checkout's charge.refunded);
+//   - naming an order that does not exist: nothing is written and the channel retries.
 func (a *Applier) refund(ctx context.Context, tx *repository.Tx, ev *payment.Event, now time.Time) (payment.Outcome, int64, error) {
-	r := payment.Refund{Channel: ev.Channel, RefundID: ev.RefundID, ChannelTxnID: ev.ChannelTxnID, Currency: ev.Currency, CreatedTime: now}
 	var outcome payment.Outcome
-	var exceeded *payment.Anomaly
 	o, err := tx.LockOrderByChannelTxn(ctx, ev.Channel, ev.ChannelTxnID)
 	switch {
 	case err == nil:
 		ev.TradeNo = o.TradeNo
-		delta := refundDelta(ev.RefundFen, ev.RefundIsTotal, o.RefundedFen)
-		if o.RefundedFen+delta > o.AmountFen {
-			outcome, r.Status = payment.OutcomeRefundExceedsPayment, payment.RefundRefused
-			an := refundAnomaly(o, *ev, delta, now)
-			exceeded = &an
-			break
-		}
-		if err := addRefunded(ctx, tx, o.TradeNo, delta); err != nil {
-			return "", 0, err
-		}
-		outcome, r.Status, r.AmountFen = payment.OutcomeRefunded, payment.RefundApplied, delta
+		outcome, err = a.countRefund(ctx, tx, o, now, refundKey(*ev), func(status string) error {
+			_, err := putRefund(ctx, tx, *ev, status, now)
+			return err
+		})
 	case errors.Is(err, payment.ErrNotFound):
-		if outcome, err = a.refundUnapplied(ctx, tx, ev, &r); err != nil || ev.Kind != payment.KindRefund {
-			return outcome, 0, err
-		}
-	default:
-		return "", 0, err
+		outcome, err = a.refundUnapplied(ctx, tx, ev, now)
 	}
-	r.TradeNo = ev.TradeNo
-	recordID, err := a.insertRecord(ctx, tx, *ev, repository.BizRefundNotify, ev.RefundID, outcome)
 	if err != nil {
 		return "", 0, err
 	}
-	if err := tx.InsertRefund(ctx, r, ev.RefundFen, ev.RefundIsTotal); err != nil {
-		return "", 0, err
-	}
-	if exceeded != nil {
-		return outcome, recordID, tx.FlagAnomaly(ctx, *exceeded)
-	}
-	return outcome, recordID, nil
+	recordID, err := a.insertRecord(ctx, tx, *ev, repository.BizRefundNotify, refundKey(*ev), outcome)
+	return outcome, recordID, err
 }
 
-// refundUnapplied handles a refund whose payment is applied to no order: it is an anomaly's, or
-// waits for its payment, or is not ours. It turns ev into KindOther for the last.
-func (a *Applier) refundUnapplied(ctx context.Context, tx *repository.Tx, ev *payment.Event, r *payment.Refund) (payment.Outcome, error) {
+// refundUnapplied records a refund whose payment is applied to no order: an anomaly's, or
+// waiting for its payment.
+func (a *Applier) refundUnapplied(ctx context.Context, tx *repository.Tx, ev *payment.Event, now time.Time) (payment.Outcome, error) {
 	an, err := tx.LockPaymentAnomaly(ctx, ev.Channel, ev.ChannelTxnID)
 	switch {
 	case err == nil:
 		ev.TradeNo = an.TradeNo
-		r.Status = payment.RefundAnomaly
+		if _, err := putRefund(ctx, tx, *ev, payment.RefundAnomaly, now); err != nil {
+			return "", err
+		}
 		return payment.OutcomeAnomalyRefunded, tx.MarkAnomalyRefunded(ctx, an.Kind, ev.Channel, ev.ChannelTxnID)
 	case !errors.Is(err, payment.ErrNotFound):
 		return "", err
-	case ev.TradeNo == "":
-		ev.Kind = payment.KindOther // names nothing of ours: acknowledged, journalled
-		return payment.OutcomeJournalled, nil
 	}
-	o, err := tx.LockOrder(ctx, ev.TradeNo)
-	if errors.Is(err, payment.ErrNotFound) {
-		return payment.OutcomeUnknownOrder, errUnknownOrder
-	} else if err != nil {
-		return "", err
+	if ev.TradeNo != "" {
+		if _, err := tx.LockOrder(ctx, ev.TradeNo); errors.Is(err, payment.ErrNotFound) {
+			return payment.OutcomeUnknownOrder, errUnknownOrder
+		} else if err != nil {
+			return "", err
+		}
 	}
-	r.Status = payment.RefundPending
-	return payment.OutcomeRefundPending, tx.AddRefundsPending(ctx, o.TradeNo, 1)
+	_, err = putRefund(ctx, tx, *ev, payment.RefundPending, now)
+	return payment.OutcomeRefundPending, err
 }
 
-// settlePending counts in the refunds that arrived before this payment was recorded: against the
-// order when the payment applied, against its anomaly when it did not.
+// countRefund writes a statement about the payment order o holds (write, given the status to
+// write it with) and sets refunded_fen to what the ledger then says: the larger of the sum of the
+// payment's refunds and the largest running total stated for it. When that would pass what was
+// paid, the statement is undone and written again REFUSED, and a REFUND_EXCEEDS_PAYMENT anomaly
+// keyed by the statement (key) is flagged.
+func (a *Applier) countRefund(ctx context.Context, tx *repository.Tx, o payment.Order, now time.Time, key string, write func(status string) error) (payment.Outcome, error) {
+	if err := tx.Savepoint(ctx); err != nil {
+		return "", err
+	}
+	if err := write(payment.RefundApplied); err != nil {
+		return "", err
+	}
+	items, total, err := tx.RefundSums(ctx, o.Channel, o.ChannelTxnID, payment.RefundApplied)
+	if err != nil {
+		return "", err
+	}
+	refunded := max(items, total, o.RefundedFen)
+	if refunded > o.AmountFen {
+		if err := tx.RollbackToSavepoint(ctx); err != nil {
+			return "", err
+		}
+		if err := write(payment.RefundRefused); err != nil {
+			return "", err
+		}
+		return payment.OutcomeRefundExceedsPayment, tx.FlagAnomaly(ctx, refundAnomaly(o, key, refunded, now))
+	}
+	if refunded != o.RefundedFen {
+		if ok, err := tx.SetRefunded(ctx, o.TradeNo, refunded); err != nil {
+			return "", err
+		} else if !ok {
+			return "", errors.New("order changed under its row lock")
+		}
+	}
+	return payment.OutcomeRefunded, nil
+}
+
+// putRefund writes what ev states into the ledger with the given status, and returns the item it
+// wrote (zero for a statement of a running total alone, or a refused total):
+//   - a running total raises the payment's TOTAL row (a refused one is left out);
+//   - a refund named by its id (or by its bill line) is an item; one the ledger has already
+//     learns its amount if it had none; a new one with an amount is the refund an id-less bill
+//     line recorded with that amount when there is one (the bill could not say which it was).
+func putRefund(ctx context.Context, tx *repository.Tx, ev payment.Event, status string, now time.Time) (payment.Refund, error) {
+	row := payment.Refund{Channel: ev.Channel, RefundID: cmp.Or(ev.RefundID, ev.RefundBillKey), Kind: repository.RefundItem,
+		IDKnown: ev.RefundID != "", BillKey: ev.RefundBillKey, TradeNo: ev.TradeNo, ChannelTxnID: ev.ChannelTxnID,
+		Currency: ev.Currency, Status: status, CreatedTime: now}
+	if ev.RefundIsTotal && status != payment.RefundRefused {
+		if err := tx.RaiseRefundTotal(ctx, row, ev.RefundFen); err != nil {
+			return payment.Refund{}, err
+		}
+	}
+	if row.RefundID == "" {
+		return payment.Refund{}, nil
+	}
+	if !ev.RefundIsTotal {
+		row.AmountFen = &ev.RefundFen
+	}
+	cur, err := tx.LockRefund(ctx, row.Channel, row.RefundID)
+	switch {
+	case err == nil:
+		if cur.AmountFen != nil || row.AmountFen == nil {
+			return cur, nil // nothing it did not know
+		}
+		cur.AmountFen, cur.Status = row.AmountFen, status
+		if err := tx.UpdateRefund(ctx, cur); err != nil {
+			return payment.Refund{}, err
+		}
+		return cur, foldAnonymous(ctx, tx, &cur)
+	case !errors.Is(err, payment.ErrNotFound):
+		return payment.Refund{}, err
+	}
+	if row.IDKnown && row.AmountFen != nil {
+		anon, err := tx.LockAnonymousItem(ctx, row.Channel, row.ChannelTxnID, *row.AmountFen)
+		if err == nil {
+			anon.RefundID, anon.IDKnown, anon.Status, anon.TradeNo = row.RefundID, true, status, cmp.Or(anon.TradeNo, row.TradeNo)
+			return anon, tx.UpdateRefund(ctx, anon)
+		} else if !errors.Is(err, payment.ErrNotFound) {
+			return payment.Refund{}, err
+		}
+	}
+	row.ID, err = tx.InsertRefund(ctx, row)
+	return row, err
+}
+
+// foldAnonymous folds into r, a refund known by its id that has just learnt its amount, the item
+// an id-less bill line recorded with that amount for the same payment: it was this refund.
+func foldAnonymous(ctx context.Context, tx *repository.Tx, r *payment.Refund) error {
+	if !r.IDKnown || r.BillKey != "" {
+		return nil
+	}
+	anon, err := tx.LockAnonymousItem(ctx, r.Channel, r.ChannelTxnID, *r.AmountFen)
+	if errors.Is(err, payment.ErrNotFound) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	if err := tx.DeleteRefund(ctx, anon.ID); err != nil {
+		return err
+	}
+	r.BillKey = anon.BillKey
+	return tx.UpdateRefund(ctx, *r)
+}
+
+// settlePending counts in the ledger rows of a payment that waited for it, oldest first: against
+// the order when the payment applied, against its anomaly when it did not.
 func (a *Applier) settlePending(ctx context.Context, tx *repository.Tx, ev payment.Event, outcome payment.Outcome, o payment.Order, now time.Time) error {
 	pending, err := tx.LockPendingRefunds(ctx, ev.Channel, ev.ChannelTxnID)
 	if err != nil || len(pending) == 0 {
 		return err
 	}
+	o.Channel, o.ChannelTxnID, o.TradeNo = ev.Channel, ev.ChannelTxnID, ev.TradeNo
 	for _, p := range pending {
-		status, delta := payment.RefundAnomaly, int64(0)
+		p.TradeNo = ev.TradeNo
 		if outcome.IsAnomaly() {
+			p.Status = payment.RefundAnomaly
+			if err := tx.UpdateRefund(ctx, p); err != nil {
+				return err
+			}
 			if err := tx.MarkAnomalyRefunded(ctx, outcome, ev.Channel, ev.ChannelTxnID); err != nil {
 				return err
 			}
-		} else if delta = refundDelta(p.StatedFen, p.StatedTotal, o.RefundedFen); o.RefundedFen+delta > o.AmountFen {
-			over := ev
-			over.RefundID, over.RefundFen, over.RefundIsTotal = p.RefundID, p.StatedFen, p.StatedTotal
-			if err := tx.FlagAnomaly(ctx, refundAnomaly(o, over, delta, now)); err != nil {
-				return err
-			}
-			status, delta = payment.RefundRefused, 0
-		} else {
-			if err := addRefunded(ctx, tx, o.TradeNo, delta); err != nil {
-				return err
-			}
-			status, o.RefundedFen = payment.RefundApplied, o.RefundedFen+delta
+			continue
 		}
-		if err := tx.SettleRefund(ctx, ev.Channel, p.RefundID, status, delta); err != nil {
+		counted, err := a.countRefund(ctx, tx, o, now, p.RefundID, func(status string) error {
+			p.Status = status
+			return tx.UpdateRefund(ctx, p)
+		})
+		if err != nil {
 			return err
 		}
-		if err := tx.AddRefundsPending(ctx, p.TradeNo, -1); err != nil {
-			return err
+		if counted == payment.OutcomeRefunded {
+			if o, err = tx.LockOrder(ctx, ev.TradeNo); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
 }
 
-// addRefunded grows a locked order's refunded_fen; the caller has checked it stays within what
-// was paid, so a refusal here means the row changed under its lock.
-func addRefunded(ctx context.Context, tx *repository.Tx, tradeNo string, delta int64) error {
-	if delta == 0 {
-		return nil // an older running total: nothing to add
+// strandedBatch bounds one SettleStranded call; the rest wait for the next.
+const strandedBatch = 100
+
+// SettleStranded counts in refunds left PENDING although their payment is recorded: a refund
+// that committed while its payment was being applied, where neither transaction could see the
+// other's row. It returns how many payments it settled. The reconciliation job calls it on every
+// run, as the sweeper of these.
+func (a *Applier) SettleStranded(ctx context.Context) (int, error) {
+	list, err := a.db.StrandedRefunds(ctx, strandedBatch)
+	if err != nil {
+		return 0, err
 	}
-	if ok, err := tx.AddRefunded(ctx, tradeNo, delta); err != nil {
-		return err
-	} else if !ok {
-		return errors.New("order changed under its row lock")
+	for i, p := range list {
+		err := a.db.InTx(ctx, func(tx *repository.Tx) error {
+			ev := payment.Event{Channel: p.Channel, ChannelTxnID: p.ChannelTxnID}
+			o, err := tx.LockOrderByChannelTxn(ctx, p.Channel, p.ChannelTxnID)
+			if err == nil {
+				ev.TradeNo = o.TradeNo
+				return a.settlePending(ctx, tx, ev, payment.OutcomeRepeat, o, a.stamp())
+			} else if !errors.Is(err, payment.ErrNotFound) {
+				return err
+			}
+			an, err := tx.LockPaymentAnomaly(ctx, p.Channel, p.ChannelTxnID)
+			if err != nil {
+				return err
+			}
+			ev.TradeNo = an.TradeNo
+			return a.settlePending(ctx, tx, ev, an.Kind, payment.Order{}, a.stamp())
+		})
+		if err != nil {
+			return i, err
+		}
 	}
-	return nil
+	return len(list), nil
 }
 
-// refundDelta is what a refund adds to refunded_fen: its amount, or, when the channel states the
-// payment's running total, what that total adds to what is counted already (nothing for a
-// notice that arrives after a later one).
-func refundDelta(stated int64, isTotal bool, refunded int64) int64 {
-	if isTotal {
-		return max(0, stated-refunded)
+// refundKey names a refund statement once: the refund's id (or its bill line's key) for a refund
+// stated with its own amount; for a running total, the total it states, under the refund that
+// caused it when the source names one, else under the payment.
+func refundKey(ev payment.Event) string {
+	switch {
+	case ev.RefundIsTotal:
+		return cmp.Or(ev.RefundID, repository.TotalRefundID(ev.ChannelTxnID)) + "@" + strconv.FormatInt(ev.RefundFen, 10)
+	case ev.RefundID != "":
+		return ev.RefundID
 	}
-	return stated
+	return ev.RefundBillKey
 }
 
 // insertRecord writes the event's idempotent_record, final from birth. Returns
@@ -502,15 +615,14 @@ func paymentAnomaly(outcome payment.Outcome, o payment.Order, ev payment.Event, 
 	}
 }
 
-// refundAnomaly is a refund that would pass what was paid. It is keyed by the refund's id, so
-// every such refund is flagged once.
-func refundAnomaly(o payment.Order, ev payment.Event, delta int64, now time.Time) payment.Anomaly {
-	left := o.AmountFen - o.RefundedFen
+// refundAnomaly is a refund statement that would take refunded_fen to refunded, past what was
+// paid. It is keyed by the statement, so every such statement is flagged once.
+func refundAnomaly(o payment.Order, key string, refunded int64, now time.Time) payment.Anomaly {
 	return payment.Anomaly{
-		Kind: payment.OutcomeRefundExceedsPayment, TradeNo: o.TradeNo, Channel: ev.Channel, ChannelTxnID: ev.RefundID,
-		AmountFen: delta, Currency: ev.Currency, ExpectedAmountFen: &left, CreatedTime: now,
-		Detail: fmt.Sprintf("refund %s of payment %s adds %d, but only %d of %d paid is left to refund: order untouched",
-			ev.RefundID, o.ChannelTxnID, delta, left, o.AmountFen),
+		Kind: payment.OutcomeRefundExceedsPayment, TradeNo: o.TradeNo, Channel: o.Channel, ChannelTxnID: key,
+		AmountFen: refunded, Currency: o.Currency, ExpectedAmountFen: &o.AmountFen, CreatedTime: now,
+		Detail: fmt.Sprintf("refund %s of payment %s would make %d refunded of %d paid: order untouched",
+			key, o.ChannelTxnID, refunded, o.AmountFen),
 	}
 }
 
@@ -527,7 +639,7 @@ func recordOf(ev payment.Event) (biz, key string) {
 	case payment.KindPaid:
 		return repository.BizPayNotify, ev.ChannelTxnID
 	case payment.KindRefund:
-		return repository.BizRefundNotify, ev.RefundID
+		return repository.BizRefundNotify, refundKey(ev)
 	}
 	return "", ""
 }
@@ -540,7 +652,7 @@ func markerKeys(ev payment.Event) []string {
 	case payment.KindPaid:
 		return []string{"pay:" + ev.Channel + ":" + ev.ChannelTxnID, note}
 	case payment.KindRefund:
-		return []string{"refund:" + ev.Channel + ":" + ev.RefundID, note}
+		return []string{"refund:" + ev.Channel + ":" + refundKey(ev), note}
 	}
 	return []string{note}
 }

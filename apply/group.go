@@ -133,13 +133,13 @@ func (g *grouper) commit(in []*groupItem) (applied []*groupItem, recordID int64,
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(in[0].Ctx), ApplyTimeout)
 	defer cancel()
 	now := g.a.stamp()
-	tradeNos := make([]string, len(in))
+	pays := make([]repository.PaidItem, len(in))
 	for i, it := range in {
-		tradeNos[i] = it.Value.TradeNo
+		pays[i] = repository.PaidItem{TradeNo: it.Value.TradeNo, Channel: it.Value.Channel, ChannelTxnID: it.Value.ChannelTxnID}
 	}
 	err = g.a.db.TryTx(ctx, func(tx *repository.Tx) error {
 		applied = applied[:0]
-		payable, err := tx.LockPayable(ctx, tradeNos)
+		payable, err := tx.LockPayable(ctx, pays)
 		if err != nil {
 			return err
 		}

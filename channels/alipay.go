@@ -244,14 +244,9 @@ func alipayEvent(params map[string]string, body []byte) (payment.Event, error) {
 	return ev, nil
 }
 
-// alipayRefundSep joins trade_no and gmt_refund (or, lacking that, refund_fee) into a refund's
-// id when the notification has no out_biz_no: "2024050122001400000000000001|2024-05-02 10:00:00.123".
-// Alipay's trade_no is digits and never holds it, so the two parts cannot run into each other.
-const alipayRefundSep = "|"
-
 // alipayRefund turns ev into a refund when the notification carries one. refund_fee is the
-// trade's total refunded so far (RefundIsTotal), so whichever notification of a refund arrives,
-// and in whatever order, only what its total adds is counted. A zero refund_fee is no refund:
+// trade's total refunded so far (RefundIsTotal): the refund ledger raises the payment's total to
+// it, so whichever notification arrives, in whatever order and how often, nothing is added twice. A zero refund_fee is no refund:
 // treating it as one would acknowledge a payment without applying it. A TRADE_CLOSED with
 // gmt_refund but no refund_fee is the whole total_amount given back.
 func alipayRefund(ev *payment.Event, params map[string]string, closed bool) error {
@@ -269,15 +264,9 @@ func alipayRefund(ev *payment.Event, params map[string]string, closed bool) erro
 	if fen == 0 {
 		return nil
 	}
-	ev.Kind, ev.RefundFen, ev.RefundIsTotal = payment.KindRefund, fen, true
-	switch {
-	case params["out_biz_no"] != "":
-		ev.RefundID = params["out_biz_no"]
-	case gmt != "":
-		ev.RefundID = ev.ChannelTxnID + alipayRefundSep + gmt
-	default:
-		ev.RefundID = ev.ChannelTxnID + alipayRefundSep + params["refund_fee"]
-	}
+	// out_biz_no names the refund that caused this notice (the bill's 退款批次号/请求号); without
+	// it the notice states only the payment's running total.
+	ev.Kind, ev.RefundFen, ev.RefundIsTotal, ev.RefundID = payment.KindRefund, fen, true, params["out_biz_no"]
 	return nil
 }
 

@@ -201,16 +201,16 @@ func alipayAnswer(asked string, rsp *alipay.TradeQueryRsp, body []byte) (TradeAn
 		ev.Kind, ev.NotifyID = payment.KindPaid, QueryNotifyID(ev.ChannelTxnID)
 		answer = TradeAnswer{State: TradePaid, Events: []payment.Event{ev}}
 	case paid:
-		// TRADE_CLOSED after a payment: refunded in full. The refund's id is not in the answer;
-		// the refund is a running total (RefundIsTotal), so it and the refund notification,
-		// whatever their ids, count the money once between them.
+		// TRADE_CLOSED after a payment: refunded in full. The answer names no refund: it states
+		// the payment's running total (RefundIsTotal), which the refund ledger counts once with
+		// whatever else states the same refunds.
 		if ev.ChannelTxnID == "" {
 			return TradeAnswer{}, fmt.Errorf("%w: alipay: trade_no missing", ErrMalformed)
 		}
 		payEv := ev
 		payEv.Kind, payEv.NotifyID = payment.KindPaid, QueryNotifyID(ev.ChannelTxnID)
 		refund := ev
-		refund.Kind, refund.NotifyID, refund.RefundID = payment.KindRefund, "query:refund:"+ev.ChannelTxnID, "query:refund:"+ev.ChannelTxnID
+		refund.Kind, refund.NotifyID = payment.KindRefund, "query:refund:"+ev.ChannelTxnID
 		refund.RefundFen, refund.RefundIsTotal = ev.AmountFen, true
 		answer = TradeAnswer{State: TradeRefunded, Events: []payment.Event{payEv, refund}}
 	default: // TRADE_CLOSED, never paid

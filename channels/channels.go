@@ -58,8 +58,12 @@ func checkEvent(ev payment.Event) (payment.Event, error) {
 		return bad("merchant order number missing")
 	case len(ev.ChannelTxnID) > maxChannelTxnID:
 		return bad("transaction id longer than %d bytes", maxChannelTxnID)
-	case ev.Kind == payment.KindRefund && (ev.RefundID == "" || len(ev.RefundID) > maxRefundID):
-		return bad("refund id missing or longer than %d bytes", maxRefundID)
+	case ev.Kind == payment.KindRefund && ev.RefundID == "" && !ev.RefundIsTotal:
+		return bad("refund id missing on a refund that states its own amount")
+	case len(ev.RefundID) > maxRefundID:
+		return bad("refund id longer than %d bytes", maxRefundID)
+	case ev.RefundBillKey != "":
+		return bad("a bill line's key on a channel's message")
 	case (ev.Kind == payment.KindPaid || ev.Kind == payment.KindRefund) && ev.ChannelTxnID == "":
 		return bad("transaction id missing")
 	case ev.Kind != payment.KindRefund && (ev.RefundID != "" || ev.RefundFen != 0 || ev.RefundIsTotal):

@@ -173,8 +173,8 @@ type stripeEventJSON struct {
 	} `json:"data"`
 }
 
-// stripeObjectJSON holds the fields of the three objects we map: a PaymentIntent, a Checkout
-// Session and a Charge. Amounts stay raw so that only plain non-negative integers pass.
+// stripeObjectJSON holds the fields of the four objects we map: a PaymentIntent, a Checkout
+// Session, a Charge and a Refund. Amounts stay raw so that only plain non-negative integers pass.
 type stripeObjectJSON struct {
 	ID                string            `json:"id"`
 	Currency          string            `json:"currency"`
@@ -187,6 +187,8 @@ type stripeObjectJSON struct {
 	ClientReferenceID string            `json:"client_reference_id"`
 	PaymentIntent     json.RawMessage   `json:"payment_intent"` // an id, or null
 	Refunds           json.RawMessage   `json:"refunds"`        // Charge: a list of refunds, in older API versions
+	Amount            json.RawMessage   `json:"amount"`         // Refund: its own amount
+	Status            string            `json:"status"`         // Refund: succeeded, pending, failed, ...
 }
 
 // stripeEvent maps a verified event body to an event. Stripe sends every event of the account,
@@ -202,11 +204,14 @@ type stripeObjectJSON struct {
 //     else from client_reference_id when it has a trade_no's shape; as other integrations fill
 //     client_reference_id too (an email, a cart id), such an event is marked TradeNoUnsure and
 //     counts only if the order exists. A setup-mode session moves no money: KindOther.
-//   - charge.refunded: KindRefund of the running total amount_refunded (RefundIsTotal), keyed by
-//     the newest refund in the charge's refunds list when it carries one, else by
-//     "<charge id>:<amount_refunded>"; trade_no from metadata.trade_no, or "" for a refund of a
+//   - charge.refunded: KindRefund of the running total amount_refunded (RefundIsTotal), naming
+//     the newest refund in the charge's refunds list when it carries one; trade_no from metadata.trade_no, or "" for a refund of a
 //     payment_intent (a Checkout payment's charge carries no metadata of ours: apply finds the
 //     order by the payment_intent). Channel txn id the payment_intent when set, else the charge.
+//   - refund.created, refund.updated and charge.refund.updated of a refund that succeeded: KindRefund
+//     of this refund's own amount under its re_ id, channel txn id its payment_intent (a refund
+//     without one, of a charge made without a PaymentIntent, is KindOther). Any other refund status
+//     moved no money: KindOther.
 //   - any of these without a trade_no of ours (none, or not in our shape): KindOther.
 //   - any other type: KindOther. TradeNo and ChannelTxnID are the object's metadata.trade_no and
 //     id when they are present and well formed, and otherwise "" (so is Currency, and AmountFen
@@ -247,7 +252,8 @@ func stripeEvent(body []byte) (payment.Event, error) {
 	}
 	session := env.Type == "checkout.session.completed" || env.Type == "checkout.session.async_payment_succeeded"
 	refund := env.Type == "charge.refunded"
-	if !session && !refund && env.Type != "payment_intent.succeeded" {
+	refundObject := env.Type == "refund.created" || env.Type == "refund.updated" || env.Type == "charge.refund.updated"
+	if !session && !refund && !refundObject && env.Type != "payment_intent.succeeded" {
 		ev.Kind = payment.KindOther
 		ev.ChannelTxnID, ev.TradeNo = stripeOtherFields(obj)
 		return ev, nil
@@ -265,7 +271,9 @@ func stripeEvent(body []byte) (payment.Event, error) {
 		tradeNo, ev.TradeNoUnsure = "", false
 	}
 	hasPaymentIntent := len(o.PaymentIntent) > 0 && string(o.PaymentIntent) != "null" && string(o.PaymentIntent) != `""`
-	if session && o.Mode == "setup" || tradeNo == "" && !(refund && hasPaymentIntent) {
+	moved := !refundObject || o.Status == "succeeded"
+	if session && o.Mode == "setup" || tradeNo == "" && !((refund || refundObject) && hasPaymentIntent) || !moved ||
+		refundObject && !hasPaymentIntent {
 		// Not one of our orders: acknowledged and journalled, as a refusal would only make
 		// Stripe resend it for three days. (A PaymentIntent made by a Checkout Session carries no
 		// metadata of ours; the session's event applies that payment.)
@@ -303,6 +311,9 @@ func stripeEvent(body []byte) (payment.Event, error) {
 	case refund:
 		ev.Kind, ev.ChannelTxnID = payment.KindRefund, cmp.Or(paymentIntent, o.ID)
 		amount, amountField = o.AmountRefunded, "amount_refunded"
+	case refundObject:
+		ev.Kind, ev.ChannelTxnID = payment.KindRefund, paymentIntent
+		amount, amountField = o.Amount, "amount"
 	default:
 		ev.Kind, ev.ChannelTxnID = payment.KindPaid, o.ID
 		amount, amountField = o.AmountReceived, "amount_received"
@@ -315,7 +326,10 @@ func stripeEvent(body []byte) (payment.Event, error) {
 	}
 	if refund {
 		ev.RefundFen, ev.RefundIsTotal = ev.AmountFen, true
-		ev.RefundID = cmp.Or(newestStripeRefund(o.Refunds), o.ID+":"+strconv.FormatInt(ev.AmountFen, 10))
+		ev.RefundID = newestStripeRefund(o.Refunds) // "" when the charge lists none: a running total alone
+	}
+	if refundObject {
+		ev.RefundFen, ev.RefundID = ev.AmountFen, o.ID
 	}
 	return ev, nil
 }

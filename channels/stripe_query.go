@@ -302,15 +302,15 @@ func stripeQueryPayment(tradeNo string, pi *stripe.PaymentIntent) ([]payment.Eve
 	case ch.PaymentIntent != nil && ch.PaymentIntent.ID != "" && ch.PaymentIntent.ID != pi.ID:
 		return nil, fmt.Errorf("%w: stripe: %s: latest_charge belongs to another PaymentIntent", ErrMalformed, pi.ID)
 	}
-	refundID := "query:refund:" + pi.ID + ":" + strconv.FormatInt(ch.AmountRefunded, 10)
+	notifyID := "query:refund:" + pi.ID + ":" + strconv.FormatInt(ch.AmountRefunded, 10)
 	status := "partially_refunded"
 	if ch.Refunded {
 		status = "refunded"
 	}
 	refund, err := checkEvent(payment.Event{
-		Channel: "stripe", NotifyID: refundID, TradeNo: tradeNo, ChannelTxnID: pi.ID, Kind: payment.KindRefund,
+		Channel: "stripe", NotifyID: notifyID, TradeNo: tradeNo, ChannelTxnID: pi.ID, Kind: payment.KindRefund,
 		Status: status, AmountFen: ch.AmountRefunded, Currency: currency, Raw: raw,
-		RefundID: refundID, RefundFen: ch.AmountRefunded, RefundIsTotal: true,
+		RefundFen: ch.AmountRefunded, RefundIsTotal: true, // a running total: it names no refund
 	})
 	if err != nil {
 		return nil, err

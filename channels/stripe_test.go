@@ -168,7 +168,7 @@ func TestStripeVectors(t *testing.T) {
 		"stripe_charge_refunded.json": {
 			NotifyID: "evt_3PBm2aLkdIwHu7ix0r5Tf2Ke", TradeNo: "T20240501-0001", ChannelTxnID: "pi_3PBm2aLkdIwHu7ix0Wb5Jx2L",
 			Kind: payment.KindRefund, Status: "charge.refunded", AmountFen: 1000, Currency: "CNY",
-			PaidAt: time.Unix(1714651200, 0).UTC(), RefundID: "ch_3PBm2aLkdIwHu7ix0Ut6oZ1c:1000", RefundFen: 1000, RefundIsTotal: true,
+			PaidAt: time.Unix(1714651200, 0).UTC(), RefundFen: 1000, RefundIsTotal: true,
 		},
 		// An older API version lists them: keyed by the newest, the second refund.
 		"stripe_charge_refunded_list.json": {
@@ -531,7 +531,7 @@ func TestStripeEvent(t *testing.T) {
 			if got != tt.want {
 				t.Errorf("event = %+v, want %+v", got, tt.want)
 			}
-			if ev.Kind == payment.KindRefund && (ev.RefundID == "" || ev.RefundFen != ev.AmountFen || !ev.RefundIsTotal) ||
+			if ev.Kind == payment.KindRefund && (ev.RefundFen != ev.AmountFen || !ev.RefundIsTotal) ||
 				ev.Kind != payment.KindRefund && (ev.RefundID != "" || ev.RefundFen != 0 || ev.RefundIsTotal) {
 				t.Errorf("refund fields %q %d %v on a %s event", ev.RefundID, ev.RefundFen, ev.RefundIsTotal, ev.Kind)
 			}
@@ -584,7 +584,7 @@ func TestStripeRefundID(t *testing.T) {
 	list := func(refunds ...string) kv {
 		return kv{"refunds", `{"object":"list","data":[` + strings.Join(refunds, ",") + `],"has_more":false}`}
 	}
-	const fallback = "ch_3TestLkdIwHu7ix0Ut6oZ1c:300"
+	const fallback = "" // no refund named: the running total alone
 	tests := map[string]struct {
 		refunds kv
 		want    string
@@ -709,5 +709,48 @@ func TestNewStripe(t *testing.T) {
 func TestStripeName(t *testing.T) {
 	if got := newTestStripe(t).Name(); got != "stripe" {
 		t.Errorf("Name = %q", got)
+	}
+}
+
+// A Refund object (refund.created, refund.updated, charge.refund.updated) states one refund's own
+// amount under its re_ id: an item of the refund ledger, found by its payment_intent, with no
+// trade_no needed. A refund that did not succeed moved no money, and one without a
+// payment_intent cannot be tied to a payment of ours: both are acknowledged as other.
+func TestStripeRefundObject(t *testing.T) {
+	s := newTestStripe(t)
+	object := func(edits ...kv) string {
+		return jsonObject([]kv{
+			{"id", `"re_3TestLkdIwHu7ix0Rf1"`}, {"object", `"refund"`}, {"amount", "300"}, {"currency", `"cny"`},
+			{"charge", `"ch_3TestLkdIwHu7ix0Ut6oZ1c"`}, {"metadata", `{}`}, {"payment_intent", `"pi_3TestLkdIwHu7ix0Wb5Jx2L"`},
+			{"status", `"succeeded"`},
+		}, edits...)
+	}
+	tests := map[string]struct {
+		typ    string
+		object string
+		want   payment.Kind
+	}{
+		"refund.created, succeeded":        {"refund.created", object(), payment.KindRefund},
+		"refund.updated, succeeded":        {"refund.updated", object(), payment.KindRefund},
+		"charge.refund.updated, succeeded": {"charge.refund.updated", object(), payment.KindRefund},
+		"pending":                          {"refund.created", object(kv{"status", `"pending"`}), payment.KindOther},
+		"failed":                           {"refund.updated", object(kv{"status", `"failed"`}), payment.KindOther},
+		"no payment_intent":                {"refund.created", object(kv{"payment_intent", "null"}), payment.KindOther},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			body := stripeEnvelope(tt.typ, tt.object)
+			ev, err := s.Verify([]byte(body), stripeHeader(stripeSign(body, stripeTestSecret, stripeTestNow)), stripeTestNow)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev.Kind != tt.want {
+				t.Fatalf("kind %s, want %s", ev.Kind, tt.want)
+			}
+			if tt.want == payment.KindRefund && (ev.RefundID != "re_3TestLkdIwHu7ix0Rf1" || ev.RefundFen != 300 || ev.RefundIsTotal ||
+				ev.ChannelTxnID != "pi_3TestLkdIwHu7ix0Wb5Jx2L" || ev.TradeNo != "" || ev.Currency != "CNY") {
+				t.Errorf("refund %+v, want re_3TestLkdIwHu7ix0Rf1 of 300 CNY of pi_3TestLkdIwHu7ix0Wb5Jx2L", ev)
+			}
+		})
 	}
 }

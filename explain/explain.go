@@ -65,8 +65,7 @@ func Of(r Record) Explanation {
 		facts = append(facts, Fact{At: a.CreatedTime, Source: "anomaly", Text: fmt.Sprintf("%s (%s): %s", a.Kind, a.Status, a.Detail)})
 	}
 	for _, f := range r.Refunds {
-		facts = append(facts, Fact{At: f.CreatedTime, Source: "refund",
-			Text: fmt.Sprintf("%s refund %s of %s: %s", f.Channel, f.RefundID, money(f.AmountFen, f.Currency), f.Status)})
+		facts = append(facts, Fact{At: f.CreatedTime, Source: "refund", Text: refundFact(f)})
 	}
 	refused := groupRefusals(r.Refusals)
 	for _, g := range refused {
@@ -169,4 +168,15 @@ func money(minor int64, currency string) string {
 		sign, minor = "-", -minor
 	}
 	return fmt.Sprintf("%s%d.%02d %s", sign, minor/100, minor%100, currency)
+}
+
+// refundFact tells one row of the refund ledger.
+func refundFact(f payment.Refund) string {
+	switch {
+	case f.Kind == "TOTAL":
+		return fmt.Sprintf("%s says %s of payment %s refunded in all: %s", f.Channel, money(*f.AmountFen, f.Currency), f.ChannelTxnID, f.Status)
+	case f.AmountFen == nil:
+		return fmt.Sprintf("%s refund %s, its amount not stated yet: %s", f.Channel, f.RefundID, f.Status)
+	}
+	return fmt.Sprintf("%s refund %s of %s: %s", f.Channel, f.RefundID, money(*f.AmountFen, f.Currency), f.Status)
 }

@@ -77,11 +77,14 @@ type anomalyView struct {
 	CreatedAt         time.Time `json:"created_at"`
 }
 
+// refundView is a row of the refund ledger: kind ITEM (one refund; amount_fen null while no
+// source has stated its own amount) or TOTAL (the largest running total a source stated).
 type refundView struct {
 	Channel      string    `json:"channel"`
 	RefundID     string    `json:"refund_id"`
+	Kind         string    `json:"kind"`
 	ChannelTxnID string    `json:"channel_txn_id"`
-	AmountFen    int64     `json:"amount_fen"`
+	AmountFen    *int64    `json:"amount_fen"`
 	Currency     string    `json:"currency"`
 	Status       string    `json:"status"`
 	CreatedAt    time.Time `json:"created_at"`
@@ -113,7 +116,7 @@ func paymentViewOf(r explain.Record) paymentView {
 	}
 	for _, r := range rs {
 		v.Refunds = append(v.Refunds, refundView{
-			Channel: r.Channel, RefundID: r.RefundID, ChannelTxnID: r.ChannelTxnID, AmountFen: r.AmountFen,
+			Channel: r.Channel, RefundID: r.RefundID, Kind: r.Kind, ChannelTxnID: r.ChannelTxnID, AmountFen: r.AmountFen,
 			Currency: r.Currency, Status: r.Status, CreatedAt: r.CreatedTime,
 		})
 	}

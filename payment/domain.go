@@ -26,23 +26,22 @@ const (
 )
 
 // Order is one of our orders. Channel, ChannelTxnID and PaidTime are set once it is PAID;
-// RefundedFen is what the channels have refunded of that payment so far; RefundsPending counts
-// refunds that arrived before the payment they undo was applied.
+// RefundedFen is what the channels have refunded of that payment so far, as the refund ledger
+// derives it.
 type Order struct {
-	TradeNo        string
-	UserID         int64
-	SKU            string
-	Num            int
-	AmountFen      int64
-	Currency       string
-	Status         string
-	Channel        string
-	ChannelTxnID   string
-	PaidTime       *time.Time
-	RefundedFen    int64
-	RefundsPending int
-	CreateTime     time.Time
-	UpdateTime     time.Time
+	TradeNo      string
+	UserID       int64
+	SKU          string
+	Num          int
+	AmountFen    int64
+	Currency     string
+	Status       string
+	Channel      string
+	ChannelTxnID string
+	PaidTime     *time.Time
+	RefundedFen  int64
+	CreateTime   time.Time
+	UpdateTime   time.Time
 }
 
 // Stock is a SKU's level and unit price.
@@ -85,13 +84,19 @@ const (
 	RefundRefused = "REFUSED" // would exceed what was paid: REFUND_EXCEEDS_PAYMENT
 )
 
-// Refund is one refund a channel told us about, once per channel refund id.
+// Refund is one row of the refund ledger: an ITEM is one channel refund, once per channel refund
+// id (or per bill line, for a bill that names none: IDKnown false); the TOTAL of a payment is the
+// largest running total any source stated for it.
 type Refund struct {
+	ID           int64
 	Channel      string
 	RefundID     string
-	TradeNo      string
+	Kind         string // ITEM or TOTAL
+	IDKnown      bool
+	BillKey      string // the id-less bill line that matched it, if any
+	TradeNo      string // "" while no order is known (a refund that came before its payment)
 	ChannelTxnID string // the payment it undoes
-	AmountFen    int64  // what this refund added to the order's refunded_fen
+	AmountFen    *int64 // an item's own amount (nil: not stated yet), or the TOTAL
 	Currency     string
 	Status       string
 	CreatedTime  time.Time

@@ -38,12 +38,18 @@ type Event struct {
 	// is acknowledged and journalled as KindOther.
 	TradeNoUnsure bool
 
-	// A refund (KindRefund) also carries the channel's id of the refund, which keys its
-	// refund_notify record, and its amount. Alipay's refund_fee and Stripe's amount_refunded are
-	// the payment's running total rather than this refund's amount: RefundIsTotal says so.
+	// A refund (KindRefund) states one of two things about the payment it undoes (ChannelTxnID),
+	// and apply puts it in the refund ledger:
+	//   - one refund: RefundID is the channel's id of it (Alipay out_biz_no, WeChat refund_id,
+	//     Stripe re_..., UnionPay queryId), RefundFen its own amount;
+	//   - the payment's running total (RefundIsTotal: Alipay's refund_fee, Stripe's
+	//     amount_refunded, a query's answer): RefundFen is that total, and RefundID names the
+	//     refund that caused it when the source says ("" when it does not).
+	// RefundBillKey names a bill line that states one refund without its id (RefundID "").
 	RefundID      string
 	RefundFen     int64
 	RefundIsTotal bool
+	RefundBillKey string
 }
 
 // Source is how paygw learnt of an event.

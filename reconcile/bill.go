@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -313,8 +314,13 @@ func (b *billRun) flagAmount(m repository.PayMatch) error {
 	return b.j.db.InTx(b.ctx, func(tx *repository.Tx) error { return tx.FlagAnomaly(b.ctx, an) })
 }
 
-// refunds classifies the bill's refund lines against the refunds paygw recorded.
+// refunds classifies the bill's refund lines against the refund ledger. A line names its refund
+// by the channel's id, or, when the bill gives none, by its place in the day's bill: the n-th
+// id-less line of its payment and amount (two equal lines are two refunds), a key that a re-run
+// of the day gives again. Such a line stands for the ledger's refund it matched before, else for
+// one of the payment's refunds of that amount that no bill line has matched yet.
 func (b *billRun) refunds() error {
+	seen := map[string]int{} // id-less lines so far, per payment and amount
 	for after := 0; ; {
 		rows, err := b.j.db.RefundLines(b.ctx, b.runID, after, stageBatch)
 		if err != nil || len(rows) == 0 {
@@ -324,20 +330,25 @@ func (b *billRun) refunds() error {
 			after = l.No
 			bill := l.AmountFen
 			d := Discrepancy{TradeNo: l.TradeNo, ChannelTxnID: l.ChannelTxnID, BillAmountFen: &bill}
-			key := "refund:" + l.ChannelTxnID + ":" + l.RefundID
+			key, billKey := "refund:"+l.ChannelTxnID+":"+l.RefundID, ""
 			if l.RefundID == "" {
-				key = fmt.Sprintf("refund:%s:%d:%d", l.ChannelTxnID, l.AmountFen, l.No)
+				same := fmt.Sprintf("%s:%d", l.ChannelTxnID, l.AmountFen)
+				seen[same]++
+				billKey = fmt.Sprintf("bill:%s:%s:%d", b.day.Format(time.DateOnly), same, seen[same])
+				key = "refund:" + billKey
 			}
-			f, err := b.j.db.RefundFor(b.ctx, b.channel, l)
+			f, err := b.ledgerRefund(l, billKey)
 			switch {
-			case err == nil && f.AmountFen == l.AmountFen:
+			case err == nil && f.AmountFen == nil: // known by its id; the bill states its amount
+				d.Class, d.LocalStatus = ClassRefundMatched, f.Status
+				d.Repair = b.repairRefund(l, billKey)
+			case err == nil && *f.AmountFen == l.AmountFen:
 				d.Class, d.LocalStatus = ClassRefundMatched, f.Status
 			case err == nil:
-				local := f.AmountFen
-				d.Class, d.LocalAmountFen, d.LocalStatus = ClassRefundAmountMismatch, &local, f.Status
+				d.Class, d.LocalAmountFen, d.LocalStatus = ClassRefundAmountMismatch, f.AmountFen, f.Status
 			case errors.Is(err, payment.ErrNotFound):
 				d.Class = ClassRefundChannelOnly
-				d.Repair = b.repairRefund(l)
+				d.Repair = b.repairRefund(l, billKey)
 			default:
 				return err
 			}
@@ -348,16 +359,30 @@ func (b *billRun) refunds() error {
 	}
 }
 
-// repairRefund applies a refund the bill proves through the refund path.
-func (b *billRun) repairRefund(l repository.BillLine) string {
-	refundID := l.RefundID
-	if refundID == "" {
-		refundID = fmt.Sprintf("bill:%s:%d", l.ChannelTxnID, l.AmountFen)
+// ledgerRefund finds the ledger's refund a bill line stands for: by its id, or for an id-less
+// line (billKey) the one it matched before, else one it can claim. payment.ErrNotFound if none.
+func (b *billRun) ledgerRefund(l repository.BillLine, billKey string) (payment.Refund, error) {
+	if billKey == "" {
+		return b.j.db.RefundByID(b.ctx, b.channel, l.RefundID)
 	}
+	f, err := b.j.db.RefundByBillKey(b.ctx, b.channel, billKey)
+	if !errors.Is(err, payment.ErrNotFound) {
+		return f, err
+	}
+	f, ok, err := b.j.db.ClaimRefund(b.ctx, b.channel, l.ChannelTxnID, l.AmountFen, billKey)
+	if err == nil && !ok {
+		err = payment.ErrNotFound
+	}
+	return f, err
+}
+
+// repairRefund puts a refund the bill proves into the ledger through the refund path: under its
+// id, or under its line's key when the bill names none.
+func (b *billRun) repairRefund(l repository.BillLine, billKey string) string {
 	raw, _ := json.Marshal(l)
-	outcome, err := b.j.applier.Apply(b.ctx, payment.Event{Channel: b.channel, NotifyID: "bill:refund:" + refundID,
+	outcome, err := b.j.applier.Apply(b.ctx, payment.Event{Channel: b.channel, NotifyID: "bill:refund:" + cmp.Or(l.RefundID, billKey),
 		TradeNo: l.TradeNo, ChannelTxnID: l.ChannelTxnID, Kind: payment.KindRefund, Status: "bill", Currency: l.Currency,
-		RefundID: refundID, RefundFen: l.AmountFen, Raw: raw, Source: payment.SourceBill})
+		RefundID: l.RefundID, RefundBillKey: billKey, RefundFen: l.AmountFen, Raw: raw, Source: payment.SourceBill})
 	if err != nil {
 		return "FAILED: " + err.Error()
 	}

@@ -20,9 +20,11 @@ import (
 	"github.com/paygw/paygw/repository"
 )
 
-// Applier applies a verified event exactly once (apply.Applier).
+// Applier applies a verified event exactly once, and sweeps refunds stranded as PENDING beside
+// their applied payment (apply.Applier).
 type Applier interface {
 	Apply(ctx context.Context, ev payment.Event) (payment.Outcome, error)
+	SettleStranded(ctx context.Context) (int, error)
 }
 
 // Config is the reconcile block.
@@ -101,6 +103,13 @@ func (j *Job) Run(ctx context.Context, o Options) (Summary, error) {
 	}
 	if o.Channel != "" && j.queriers[o.Channel] == nil {
 		return Summary{}, fmt.Errorf("channel %q cannot be asked: not enabled, or its outbound credentials are missing", o.Channel)
+	}
+	if !o.DryRun {
+		if n, err := j.applier.SettleStranded(ctx); err != nil {
+			return Summary{}, err
+		} else if n > 0 {
+			j.log.Info().Int("payments", n).Msg("counted in refunds left pending beside their applied payment")
+		}
 	}
 	now := j.now().UTC()
 	from, to := now.Add(-o.MaxAge), now.Add(-o.OlderThan)

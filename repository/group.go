@@ -22,23 +22,34 @@ type PaidItem struct {
 	PaidAt       time.Time
 }
 
-// LockPayable locks, among the given orders, those the fast path may pay: WAIT_PAY with no
-// refund pending. It returns them by trade_no with the amount and currency they ask for; the
+// LockPayable locks, among the orders the given payments are for, those the fast path may pay:
+// WAIT_PAY, with no refund waiting in the ledger for one of these payments under this order or
+// under no order (an over-wide match only sends a payment to the one-by-one path, which counts
+// such refunds in). It returns them by trade_no with the amount and currency they ask for; the
 // caller pays those whose payment matches and leaves the rest to the one-by-one path.
-func (tx *Tx) LockPayable(ctx context.Context, tradeNos []string) (map[string]PaidItem, error) {
-	q := `SELECT trade_no, amount_fen, currency FROM orders
-		WHERE trade_no IN (` + placeholders(len(tradeNos), "?") + `) AND status = 'WAIT_PAY' AND refunds_pending = 0
+func (tx *Tx) LockPayable(ctx context.Context, pays []PaidItem) (map[string]PaidItem, error) {
+	q := `SELECT o.trade_no, o.amount_fen, o.currency FROM orders o
+		WHERE o.trade_no IN (` + placeholders(len(pays), "?") + `) AND o.status = 'WAIT_PAY'
+		AND NOT EXISTS (SELECT 1 FROM refund r WHERE r.channel IN (` + placeholders(len(pays), "?") + `)
+			AND r.channel_txn_id IN (` + placeholders(len(pays), "?") + `) AND r.status = 'PENDING'
+			AND r.trade_no IN (o.trade_no, ''))
 		FOR UPDATE`
-	args := make([]any, len(tradeNos))
-	for i, t := range tradeNos {
-		args[i] = t
+	args := make([]any, 0, 3*len(pays))
+	for _, p := range pays {
+		args = append(args, p.TradeNo)
+	}
+	for _, p := range pays {
+		args = append(args, p.Channel)
+	}
+	for _, p := range pays {
+		args = append(args, p.ChannelTxnID)
 	}
 	rows, err := tx.x.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	out := make(map[string]PaidItem, len(tradeNos))
+	out := make(map[string]PaidItem, len(pays))
 	for rows.Next() {
 		var it PaidItem
 		if err := rows.Scan(&it.TradeNo, &it.AmountFen, &it.Currency); err != nil {

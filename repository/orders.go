@@ -11,31 +11,30 @@ import (
 
 // orderRow is one orders row as MySQL returns it.
 type orderRow struct {
-	TradeNo        string         `db:"trade_no"`
-	UserID         int64          `db:"user_id"`
-	SKU            string         `db:"sku"`
-	Num            int            `db:"num"`
-	AmountFen      int64          `db:"amount_fen"`
-	Currency       string         `db:"currency"`
-	Status         string         `db:"status"`
-	Channel        sql.NullString `db:"channel"`
-	ChannelTxnID   sql.NullString `db:"channel_txn_id"`
-	PaidTime       sql.NullTime   `db:"paid_time"`
-	RefundedFen    int64          `db:"refunded_fen"`
-	RefundsPending int            `db:"refunds_pending"`
-	RequestHash    sql.NullString `db:"request_hash"`
-	CreateTime     time.Time      `db:"create_time"`
-	UpdateTime     time.Time      `db:"update_time"`
+	TradeNo      string         `db:"trade_no"`
+	UserID       int64          `db:"user_id"`
+	SKU          string         `db:"sku"`
+	Num          int            `db:"num"`
+	AmountFen    int64          `db:"amount_fen"`
+	Currency     string         `db:"currency"`
+	Status       string         `db:"status"`
+	Channel      sql.NullString `db:"channel"`
+	ChannelTxnID sql.NullString `db:"channel_txn_id"`
+	PaidTime     sql.NullTime   `db:"paid_time"`
+	RefundedFen  int64          `db:"refunded_fen"`
+	RequestHash  sql.NullString `db:"request_hash"`
+	CreateTime   time.Time      `db:"create_time"`
+	UpdateTime   time.Time      `db:"update_time"`
 }
 
 const orderColumns = `trade_no, user_id, sku, num, amount_fen, currency, status, channel, channel_txn_id,
-	paid_time, refunded_fen, refunds_pending, request_hash, create_time, update_time`
+	paid_time, refunded_fen, request_hash, create_time, update_time`
 
 func (r orderRow) order() payment.Order {
 	o := payment.Order{
 		TradeNo: r.TradeNo, UserID: r.UserID, SKU: r.SKU, Num: r.Num, AmountFen: r.AmountFen,
 		Currency: r.Currency, Status: r.Status, Channel: r.Channel.String, ChannelTxnID: r.ChannelTxnID.String,
-		RefundedFen: r.RefundedFen, RefundsPending: r.RefundsPending, CreateTime: r.CreateTime, UpdateTime: r.UpdateTime,
+		RefundedFen: r.RefundedFen, CreateTime: r.CreateTime, UpdateTime: r.UpdateTime,
 	}
 	if r.PaidTime.Valid {
 		t := r.PaidTime.Time
@@ -121,12 +120,13 @@ func (tx *Tx) InsertOrder(ctx context.Context, o payment.Order, scope, key, hash
 }
 
 // MarkPaid is the conditional state change of a payment: it succeeds only for a WAIT_PAY order
-// asking for exactly this amount and currency, with no refund waiting for its payment. ok is
-// false when no row matched; the caller then reads the order to tell why.
+// asking for exactly this amount and currency, with no refund of this payment waiting for it in
+// the ledger. ok is false when no row matched; the caller then reads the order to tell why.
 func (tx *Tx) MarkPaid(ctx context.Context, tradeNo, channel, txnID string, amountFen int64, currency string, paidAt time.Time) (ok bool, err error) {
 	const q = `UPDATE orders SET status = 'PAID', channel = ?, channel_txn_id = ?, paid_time = ?
-		WHERE trade_no = ? AND status = 'WAIT_PAY' AND amount_fen = ? AND currency = ? AND refunds_pending = 0`
-	return changed(tx.x.ExecContext(ctx, q, channel, txnID, paidAt, tradeNo, amountFen, currency))
+		WHERE trade_no = ? AND status = 'WAIT_PAY' AND amount_fen = ? AND currency = ?
+		AND NOT EXISTS (SELECT 1 FROM refund r WHERE r.channel = ? AND r.channel_txn_id = ? AND r.status = 'PENDING')`
+	return changed(tx.x.ExecContext(ctx, q, channel, txnID, paidAt, tradeNo, amountFen, currency, channel, txnID))
 }
 
 // MarkPaidWithPending is MarkPaid for an order the caller has locked and knows to have refunds

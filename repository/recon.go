@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"strings"
 	"time"
-
-	"github.com/paygw/paygw/payment"
 )
 
 // ReconRun is one bill run of a channel's day.
@@ -133,26 +131,6 @@ func (db *DB) RefundLines(ctx context.Context, runID int64, afterNo, batch int) 
 	var rows []BillLine
 	err := db.x.SelectContext(ctx, &rows, q, runID, afterNo, batch)
 	return rows, err
-}
-
-// RefundFor finds the refund a bill line stands for: by the channel's refund id when the bill
-// states it, else by the payment it undoes and its amount. payment.ErrNotFound if none.
-func (db *DB) RefundFor(ctx context.Context, channel string, l BillLine) (payment.Refund, error) {
-	const byID = `SELECT ` + refundColumns + ` FROM refund WHERE channel = ? AND refund_id = ?`
-	const byPayment = `SELECT ` + refundColumns + ` FROM refund WHERE channel = ? AND channel_txn_id = ? AND amount_fen = ?
-		ORDER BY id LIMIT 1`
-	var r refundRow
-	err := sql.ErrNoRows
-	if l.RefundID != "" {
-		err = db.x.GetContext(ctx, &r, byID, channel, l.RefundID)
-	}
-	if err == sql.ErrNoRows {
-		err = db.x.GetContext(ctx, &r, byPayment, channel, l.ChannelTxnID, l.AmountFen)
-	}
-	if err != nil {
-		return payment.Refund{}, notFound(err)
-	}
-	return r.refund(), nil
 }
 
 // LocalPayment is a payment this channel made to one of our orders.

@@ -35,8 +35,9 @@ func (s StripeSigner) Channel() string { return "stripe" }
 // Sign renders p as a Stripe event: paid as payment_intent.succeeded (or, with Event
 // StripeCheckoutSessionDone, checkout.session.completed with payment_status paid and
 // client_reference_id = TradeNo), closed as payment_intent.canceled, refund as charge.refunded,
-// pending as payment_intent.processing. trade_no travels in metadata, amounts in minor units,
-// currency in lower case, as Stripe writes them.
+// pending as payment_intent.processing. trade_no travels in metadata (but for the charge of a
+// Checkout payment, which carries none of ours), amounts in minor units, currency in lower case,
+// as Stripe writes them.
 func (s StripeSigner) Sign(p Payment) (Message, error) {
 	if s.Secret == "" {
 		return Message{}, errors.New("stripe: no webhook secret")
@@ -87,10 +88,14 @@ func (s StripeSigner) Sign(p Payment) (Message, error) {
 			"id": p.RefundID, "object": "refund", "amount": p.RefundFen, "charge": charge, "created": p.Time.Unix(),
 			"currency": currency, "metadata": map[string]string{}, "payment_intent": p.TxnID, "status": "succeeded",
 		}
+		chargeMetadata := metadata
+		if s.Event == StripeCheckoutSessionDone {
+			chargeMetadata = map[string]string{} // a Checkout payment's charge carries no metadata of ours
+		}
 		object = map[string]any{
 			"id": charge, "object": "charge", "amount": p.AmountFen,
 			"amount_captured": p.AmountFen, "amount_refunded": p.RefundTotalFen, "captured": true, "created": p.Time.Unix(),
-			"currency": currency, "livemode": false, "metadata": metadata, "paid": true,
+			"currency": currency, "livemode": false, "metadata": chargeMetadata, "paid": true,
 			"payment_intent": p.TxnID, "refunded": p.RefundTotalFen >= p.AmountFen, "status": "succeeded",
 			// API versions before 2022-11-15 list the charge's refunds, newest first; this one
 			// shows the refund that caused the event.
