@@ -5,15 +5,22 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 )
 
-// Every reader of outside input is fuzzed: whatever the bytes, it must end (each call to Next
-// consumes at least one line, so the calls are bounded by the input's size), yield only
-// well-formed lines, and report nothing but io.EOF, *LineError or ErrFormat (readAll checks all
-// of that).
+// Every reader of outside input is fuzzed (NewAlipayCSV, NewAlipay, NewWeChat, NewUnionPayZM,
+// NewUnionPayZip, NewStripe, NewCSV, each a target below). The property, whatever the bytes:
+// the reader never panics (the fuzzing engine fails a target on any panic), it ends (each call to
+// Next consumes at least one line, so the calls are bounded by the input's size), yields only
+// well-formed lines, and reports nothing but io.EOF, *LineError or a sticky ErrFormat (readAll
+// checks all of that).
 
 func maxCalls(data []byte) int { return bytes.Count(data, []byte("\n")) + 3 }
+
+// inflatedCalls bounds the calls for compressed input: deflate expands at most 1032 to 1, and a
+// line is at least one byte.
+func inflatedCalls(data []byte) int { return 1032*len(data) + 3 }
 
 func FuzzAlipayCSV(f *testing.F) {
 	f.Add(gbk(f, alipaySample(f)))
@@ -34,8 +41,7 @@ func FuzzAlipayZip(f *testing.F) {
 			wantFormat(t, result{err: err}, "")
 			return
 		}
-		// A zip inflates: bound the calls by a generous multiple of its size.
-		readAll(t, r, 1000*len(data)+3)
+		readAll(t, r, inflatedCalls(data))
 	})
 }
 
@@ -50,7 +56,7 @@ func FuzzWeChat(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		calls := maxCalls(data)
 		if bytes.HasPrefix(data, []byte{0x1f, 0x8b}) {
-			calls = 1000*len(data) + 3
+			calls = inflatedCalls(data)
 		}
 		readAll(t, NewWeChat(bytes.NewReader(data)), calls)
 	})
@@ -66,18 +72,44 @@ func FuzzUnionPayZM(f *testing.F) {
 	})
 }
 
-func FuzzStripe(f *testing.F) {
-	f.Add([]byte(stripeReport))
-	f.Add([]byte(strings.ReplaceAll(stripeReport, "\n", "\r\n")))
+func FuzzUnionPayZip(f *testing.F) {
+	zm := zmFile(f, "\r\n",
+		zmRow("01", "1231235959", "1999", "512412312359590001", "T1", ""),
+		zmRow("04", "0101100000", "500", "512501011000000003", "T1", "512412312359590001"))
+	f.Add(zipOf(f, zipEntry{[]byte("INN25010188ZM_777290058110048"), zm}))
+	f.Add(zipOf(f, zipEntry{[]byte("INN25010188ZME_777290058110048"), []byte("x\n")}, zipEntry{[]byte("INN25010188ZM_777290058110048"), zm}))
+	f.Add(zipOf(f, zipEntry{[]byte("only"), zm[:len(zm)/2]}))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := NewUnionPayZip(bytes.NewReader(data), int64(len(data)), time.Date(2025, 1, 1, 0, 0, 0, 0, shanghai))
+		if err != nil {
+			wantFormat(t, result{err: err}, "")
+			return
+		}
+		readAll(t, r, inflatedCalls(data))
+	})
+}
+
+// The RFC 4180 readers are fuzzed twice over each input: as a bill, and through a record bound
+// of limit+1 bytes read one byte at a time, so that the bound (1 MiB in a bill, out of a fuzzer's
+// reach) fails the read at every place a record can be: the error path of issue 20 case 8.
+
+func FuzzStripe(f *testing.F) {
+	f.Add([]byte(stripeReport), uint8(40))
+	f.Add([]byte(strings.ReplaceAll(stripeReport, "\n", "\r\n")), uint8(200))
+	f.Add([]byte(stripeReport+`"`), uint8(255))
+	f.Fuzz(func(t *testing.T, data []byte, limit uint8) {
 		readAll(t, NewStripe(bytes.NewReader(data)), maxCalls(data))
+		readAll(t, &Stripe{rs: newCSVRecordsLimit(iotest.OneByteReader(bytes.NewReader(data)), int(limit)+1)}, maxCalls(data))
 	})
 }
 
 func FuzzCSV(f *testing.F) {
-	f.Add([]byte("trade_no,channel_txn_id,kind,amount_fen,currency,time,refund_id\nT1,ch_1,PAY,1999,CNY,2024-05-01T10:20:30+08:00,\nT1,ch_1,REFUND,5,CNY,2024-05-01T10:20:30Z,r\n"))
-	f.Fuzz(func(t *testing.T, data []byte) {
+	bill := "trade_no,channel_txn_id,kind,amount_fen,currency,time,refund_id\nT1,ch_1,PAY,1999,CNY,2024-05-01T10:20:30+08:00,\nT1,ch_1,REFUND,5,CNY,2024-05-01T10:20:30Z,r\n"
+	f.Add([]byte(bill), uint8(80))
+	f.Add([]byte(bill+"\n\n\"T2\n\",ch_2,PAY,1,CNY,2024-05-01T10:20:30Z,\n\""), uint8(255))
+	f.Fuzz(func(t *testing.T, data []byte, limit uint8) {
 		readAll(t, NewCSV(bytes.NewReader(data)), maxCalls(data))
+		readAll(t, &CSV{rs: newCSVRecordsLimit(iotest.OneByteReader(bytes.NewReader(data)), int(limit)+1)}, maxCalls(data))
 	})
 }
 

@@ -36,8 +36,11 @@ func New(db *repository.DB, g *guard.Guard, log zerolog.Logger, onChange func())
 // Check reads the database's identity, looks for signs that the database went back in time, and
 // binds the guard to its current epoch. The signs, either of which starts a new epoch:
 //   - its epoch is older than one already bound for its instance (restored from before then);
-//   - its largest idempotent_record id is below the high-water mark of its epoch, the largest
-//     record id any done marker of that epoch stands for (it lost records markers vouch for).
+//   - its record high-water mark (repository.RecordHighWater: its largest idempotent_record id,
+//     or the largest a retention purge may have deleted) is below the high-water mark of its
+//     epoch in Redis, the largest record id any done marker of that epoch stands for (it lost
+//     records markers vouch for). A purge never lowers the former, so emptying the table on a
+//     quiet deployment is not taken for a restore.
 //
 // With Redis down it binds the epoch the database states; the next Check after Redis returns
 // looks again. An error leaves the namespace as it was.
@@ -51,13 +54,13 @@ func (w *Watcher) Check(ctx context.Context) error {
 		w.bind(id)
 		return nil
 	}
-	high, err := w.guard.HighWater(ctx, id.InstanceID, id.Epoch) // before MaxRecordID: see below
+	high, err := w.guard.HighWater(ctx, id.InstanceID, id.Epoch) // before RecordHighWater: see below
 	if errors.Is(err, guard.ErrUnavailable) {
 		w.bind(id)
 		return nil
 	}
-	// Read after the mark: a record committed between the two reads only makes maxID larger.
-	maxID, err := w.db.MaxRecordID(ctx)
+	// Read after the mark: a record committed between the two reads only makes known larger.
+	known, err := w.db.RecordHighWater(ctx)
 	if err != nil {
 		return err
 	}
@@ -70,9 +73,9 @@ func (w *Watcher) Check(ctx context.Context) error {
 			return w.Check(ctx)
 		}
 	}
-	if id.Epoch < floor || maxID < high {
+	if id.Epoch < floor || known < high {
 		w.log.Error().Str("instance", id.InstanceID).Uint64("epoch", id.Epoch).Uint64("epoch_bound_before", floor).
-			Int64("max_record_id", maxID).Int64("record_id_markers_vouch_for", high).
+			Int64("record_id_database_knows", known).Int64("record_id_markers_vouch_for", high).
 			Msg("the database went back in time (restored, or failed over to a replica that missed commits): " +
 				"starting a new epoch, so no done marker written before is trusted again")
 		if err := w.db.NextEpoch(ctx, id.Epoch, floor); err != nil {
@@ -84,7 +87,7 @@ func (w *Watcher) Check(ctx context.Context) error {
 	}
 	// Failures here are harmless: the marks only ever rise, and the next Check sets them.
 	_ = w.guard.RaiseMaxEpoch(ctx, id.InstanceID, id.Epoch)
-	_ = w.guard.RaiseHighWater(ctx, id.InstanceID, id.Epoch, maxID)
+	_ = w.guard.RaiseHighWater(ctx, id.InstanceID, id.Epoch, known)
 	w.bind(id)
 	return nil
 }

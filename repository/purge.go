@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -25,18 +26,21 @@ type purgeTable struct {
 	name    string
 	timeCol string
 	keep    string // extra condition a row must meet to go; "" for none
+	marked  bool   // the purge records the largest id it may delete first (markRecords)
 }
 
 var (
 	recordsTable = purgeTable{name: "idempotent_record", timeCol: "create_time",
 		// Only final records: a processing one is someone's live claim, whatever its age.
-		keep: fmt.Sprintf("status IN (%d, %d)", StatusSuccess, StatusFailed)}
+		keep:   fmt.Sprintf("status IN (%d, %d)", StatusSuccess, StatusFailed),
+		marked: true}
 	journalTable = purgeTable{name: "notify_journal", timeCol: "received_time"}
 )
 
 // PurgeRecords deletes the final (success or failed) idempotent_record rows created longer ago
-// than olderThan, by the database's clock. Processing records stay. onBatch, when not nil, is
-// called after each batch with the rows it deleted.
+// than olderThan, by the database's clock. Processing records stay. It never lowers
+// RecordHighWater: before it deletes anything, it records the largest id it may delete.
+// onBatch, when not nil, is called after each batch with the rows it deleted.
 func (db *DB) PurgeRecords(ctx context.Context, olderThan time.Duration, onBatch func(n int64)) (Purged, error) {
 	return db.purge(ctx, recordsTable, olderThan, PurgeBatch, onBatch)
 }
@@ -64,7 +68,14 @@ func (db *DB) purge(ctx context.Context, t purgeTable, olderThan time.Duration, 
 	if t.keep != "" {
 		cond = " AND " + t.keep
 	}
-	del := fmt.Sprintf(`DELETE FROM %s WHERE id > ? AND id <= ? AND %s < ?%s`, t.name, t.timeCol, cond)
+	top := int64(math.MaxInt64) // nothing above it is deleted
+	if t.marked {
+		var err error
+		if top, err = db.markRecords(ctx); err != nil {
+			return out, fmt.Errorf("purge %s: %w", t.name, err)
+		}
+	}
+	del := fmt.Sprintf(`DELETE FROM %s WHERE id > ? AND id <= LEAST(?, ?) AND %s < ?%s`, t.name, t.timeCol, cond)
 	var after int64
 	for {
 		if err := ctx.Err(); err != nil {
@@ -78,7 +89,7 @@ func (db *DB) purge(ctx context.Context, t purgeTable, olderThan time.Duration, 
 		if !lo.Valid || !oldest.Time.Before(cutoff) {
 			return out, nil
 		}
-		res, err := db.x.ExecContext(ctx, del, after, hi.Int64, cutoff)
+		res, err := db.x.ExecContext(ctx, del, after, hi.Int64, top, cutoff)
 		if err != nil {
 			return out, fmt.Errorf("purge %s: %w", t.name, err)
 		}
@@ -94,4 +105,35 @@ func (db *DB) purge(ctx context.Context, t purgeTable, olderThan time.Duration, 
 		}
 		after = hi.Int64
 	}
+}
+
+// markRecords raises db_identity.purged_record_id to the largest idempotent_record id now, and
+// returns that id: the purge deletes nothing above it (rows committed later are younger than any
+// cutoff anyway). The mark commits before the first DELETE, so at every moment the larger of it
+// and MAX(id) is at least what it was: a purge never lowers RecordHighWater. changed_time is the
+// epoch's, and stays.
+func (db *DB) markRecords(ctx context.Context) (int64, error) {
+	var top int64
+	if err := db.x.GetContext(ctx, &top, `SELECT COALESCE(MAX(id), 0) FROM idempotent_record`); err != nil {
+		return 0, err
+	}
+	const q = `UPDATE db_identity SET purged_record_id = GREATEST(purged_record_id, ?), changed_time = changed_time WHERE id = 1`
+	if _, err := db.x.ExecContext(ctx, q, top); err != nil {
+		return 0, err
+	}
+	return top, nil
+}
+
+// RecordHighWater is the largest idempotent_record id this database knows it committed: its
+// largest row, or the largest id a retention purge may have deleted, whichever is larger. A
+// purge never lowers it (markRecords); a database that went back in time (a restore, a
+// failover to a replica that missed commits) shows an older one. Like Identity it is a causal
+// read: on Galera, another node's commit that a high-water mark already vouches for must not
+// look like a database gone back in time.
+func (db *DB) RecordHighWater(ctx context.Context) (int64, error) {
+	const q = `SELECT GREATEST(COALESCE((SELECT MAX(id) FROM idempotent_record), 0), purged_record_id)
+		FROM db_identity WHERE id = 1`
+	var n int64
+	err := db.x.GetContext(ctx, &n, db.causalRead(q))
+	return n, notFound(err)
 }

@@ -122,3 +122,41 @@ func TestPurgeJournal(t *testing.T) {
 		t.Fatalf("young journal rows left: %d, want 3", n)
 	}
 }
+
+// On a quiet deployment every record is past retention and the purge deletes them all. It must
+// not lower RecordHighWater (what the restore detector compares with the markers' mark), nor
+// touch the epoch's changed_time; a record committed later raises it as before.
+func TestPurgeKeepsRecordHighWater(t *testing.T) {
+	dsn := testenv.NewDatabase(t)
+	db := testenv.Open(t, dsn)
+	ctx := context.Background()
+	insertRecords(t, dsn, "old", 1500, repository.StatusSuccess, 30*24*time.Hour)
+	insertRecords(t, dsn, "older", 3, repository.StatusFailed, 40*24*time.Hour) // larger ids, older times
+	testenv.Exec(t, dsn, `UPDATE db_identity SET changed_time = '2001-02-03 04:05:06.789' WHERE id = 1`)
+	before, err := db.RecordHighWater(ctx)
+	if err != nil || before == 0 {
+		t.Fatalf("RecordHighWater %d, %v", before, err)
+	}
+	for pass := range 2 { // the next day's purge of the still quiet table too
+		got, err := db.PurgeRecords(ctx, 7*24*time.Hour, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := int64(1503 * (1 - pass)); got.Rows != want {
+			t.Errorf("pass %d purged %d rows, want %d", pass, got.Rows, want)
+		}
+		if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM idempotent_record`); n != 0 {
+			t.Errorf("pass %d left %d records, want none", pass, n)
+		}
+		if after, err := db.RecordHighWater(ctx); err != nil || after != before {
+			t.Fatalf("pass %d: RecordHighWater %d, %v; want %d as before the purge", pass, after, err, before)
+		}
+	}
+	if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM db_identity WHERE changed_time = '2001-02-03 04:05:06.789' AND epoch = 1`); n != 1 {
+		t.Error("the purge changed the epoch or its changed_time")
+	}
+	insertRecords(t, dsn, "next", 1, repository.StatusSuccess, 0)
+	if after, err := db.RecordHighWater(ctx); err != nil || after <= before {
+		t.Fatalf("after a new record: RecordHighWater %d, %v; want above %d", after, err, before)
+	}
+}
