@@ -61,7 +61,7 @@ func TestGaleraWatcherReadsAreCausal(t *testing.T) {
 	if _, err := n1.Claim(ctx, repository.BizPayNotify, "alipay", key, "h", "tok"); err != nil {
 		t.Fatal(err)
 	}
-	wantID, err := n1.MaxRecordID(ctx)
+	wantID, err := n1.RecordHighWater(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,8 +71,8 @@ func TestGaleraWatcherReadsAreCausal(t *testing.T) {
 	}
 	requireLag(t, plain, "SELECT COUNT(*) FROM idempotent_record WHERE id = ?", wantID)
 	waitsForRelease(t, release, func() error {
-		if id, err := n2.MaxRecordID(ctx); err != nil || id < wantID {
-			return fmt.Errorf("MaxRecordID = %d, %v; want %d, node 1's commit", id, err, wantID)
+		if id, err := n2.RecordHighWater(ctx); err != nil || id < wantID {
+			return fmt.Errorf("RecordHighWater = %d, %v; want %d, node 1's commit", id, err, wantID)
 		}
 		return nil
 	}, func() error {

@@ -45,16 +45,6 @@ func (db *DB) BumpEpoch(ctx context.Context) (uint64, error) {
 	return id.Epoch, err
 }
 
-// MaxRecordID is the largest idempotent_record id committed: the primary key's last entry.
-// Like Identity it is a causal read: on Galera, another node's commit that a replica's high-water
-// mark already vouches for must not look like a database gone back in time.
-func (db *DB) MaxRecordID(ctx context.Context) (int64, error) {
-	const q = `SELECT COALESCE(MAX(id), 0) FROM idempotent_record`
-	var n int64
-	err := db.x.GetContext(ctx, &n, db.causalRead(q))
-	return n, err
-}
-
 // isNoTable reports MySQL's 1146: the table does not exist (the migrations have not run).
 func isNoTable(err error) bool {
 	var me *mysql.MySQLError
