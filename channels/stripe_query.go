@@ -71,13 +71,27 @@ func (s *stripeQuerier) Name() string { return "stripe" }
 
 // QueryTrade asks about q's PaymentIntents: the one q.ChannelRef names (pi_...), else every
 // PaymentIntent whose metadata.trade_no is q.TradeNo (Stripe's search, which lags writes by up to
-// a minute). A named PaymentIntent that was canceled closes nothing by itself: the buyer may have
-// paid the trade through another one, so the search is asked too before the answer is "closed".
-// latest_charge is expanded in the same request, so a refund costs no extra call.
+// a minute, up to an hour in outages). A named PaymentIntent that was canceled closes nothing by
+// itself: the buyer may have paid the trade through another one, so the search is asked too
+// before the answer is "closed". latest_charge is expanded in the same request, so a refund
+// costs no extra call.
 //
 // The answer (see stripeAnswer): any succeeded PaymentIntent -> TradePaid, or TradeRefunded when
-// a latest charge has amount_refunded; else any processing or requires_* -> TradeNotPaid; else
-// canceled -> TradeClosed; none -> TradeNotPaid.
+// a latest charge has amount_refunded; else any processing or requires_* -> TradeNotPaid; else,
+// when the PaymentIntent q.ChannelRef names is canceled -> TradeClosed (a close of that
+// PaymentIntent); otherwise TradeNotPaid.
+//
+// How far the lagging search is trusted: it can show a payment (a succeeded PaymentIntent stays
+// succeeded, so a late sight of it is still true) and it can keep a close from happening (an
+// open or paid PaymentIntent found), but it never proves one. "Every PaymentIntent found is
+// canceled" says nothing of one made within the lag, which may be the one the buyer paid; so a
+// close rests on a PaymentIntent retrieved by id, which Stripe answers consistently, and closes
+// only that PaymentIntent's attempt (apply closes the order once none of its attempts is open).
+// A search alone that finds only canceled PaymentIntents answers TradeNotPaid, and the attempt
+// is asked again until it is closed another way or reconcile.query_max_age passes. What is left:
+// a PaymentIntent made within the lag and never recorded as an attempt is not seen by the close;
+// its payment notification (retried for three days) then applies as PAID_AFTER_CLOSE, and the
+// day's balance transactions (strongly consistent) list it.
 //
 // Errors: ErrQueryFailed when Stripe could not be asked or answered an error (transport, 401,
 // 404, 429, 5xx); ErrMalformed when a 2xx body does not decode, or names another trade.
@@ -90,7 +104,7 @@ func (s *stripeQuerier) QueryTrade(ctx context.Context, q TradeQuery) (TradeAnsw
 		if err != nil {
 			return TradeAnswer{}, err
 		}
-		return stripeAnswer(q.TradeNo, intents)
+		return stripeAnswer(q.TradeNo, "", intents)
 	}
 
 	if !strings.HasPrefix(q.ChannelRef, "pi_") || !validStripeID(q.ChannelRef) || len(q.ChannelRef) > maxChannelTxnID {
@@ -108,7 +122,7 @@ func (s *stripeQuerier) QueryTrade(ctx context.Context, q TradeQuery) (TradeAnsw
 		}
 		intents = append(intents, more...)
 	}
-	return stripeAnswer(q.TradeNo, intents)
+	return stripeAnswer(q.TradeNo, pi.ID, intents)
 }
 
 func (s *stripeQuerier) retrieve(ctx context.Context, id string) (_ *stripe.PaymentIntent, err error) {
@@ -195,17 +209,21 @@ func stripeWord(s string) string {
 	return s
 }
 
-// stripeAnswer maps the PaymentIntents found for tradeNo to an answer. Every one must carry
-// metadata.trade_no = tradeNo: the search asked for exactly that, and a retrieved one that names
-// another trade is not about this order. Duplicates (the retrieved one found again by the search)
-// count once.
+// stripeAnswer maps the PaymentIntents found for tradeNo to an answer; byID is the one retrieved
+// by id ("" when the search alone was asked), the only one whose cancellation can close (see
+// QueryTrade). Every one must carry metadata.trade_no = tradeNo: the search asked for exactly
+// that, and a retrieved one that names another trade is not about this order. Duplicates (the
+// retrieved one found again by the search) count once.
 //
 // Paid: one payment event per succeeded PaymentIntent, oldest first (a second one is a duplicate
 // payment for apply to flag), each followed by its refund when its latest charge has
 // amount_refunded: a KindRefund of that running total (RefundIsTotal), keyed
 // "query:refund:<pi>:<amount_refunded>" so that a later, larger refund is a new key while a
 // repeat of the same total adds nothing.
-func stripeAnswer(tradeNo string, intents []*stripe.PaymentIntent) (TradeAnswer, error) {
+//
+// Closed: one KindClosed event naming the PaymentIntent byID, NotifyID "query:close:<pi>", so
+// that the closes of two attempts of one trade (two PaymentIntents) are two events.
+func stripeAnswer(tradeNo, byID string, intents []*stripe.PaymentIntent) (TradeAnswer, error) {
 	seen := make(map[string]bool, len(intents))
 	var unique []*stripe.PaymentIntent
 	for _, pi := range intents {
@@ -228,8 +246,8 @@ func stripeAnswer(tradeNo string, intents []*stripe.PaymentIntent) (TradeAnswer,
 
 	var events []payment.Event
 	var statuses []string
-	var canceled *stripe.PaymentIntent
-	open, paid, refunded := false, false, false
+	var canceled *stripe.PaymentIntent // byID, when it is canceled
+	open, paid, refunded, searchCanceled := false, false, false, false
 	for _, pi := range unique {
 		statuses = append(statuses, string(pi.Status))
 		switch {
@@ -242,8 +260,10 @@ func stripeAnswer(tradeNo string, intents []*stripe.PaymentIntent) (TradeAnswer,
 			paid, refunded = true, refunded || len(evs) > 1
 		case pi.Status == stripe.PaymentIntentStatusProcessing || strings.HasPrefix(string(pi.Status), "requires_"):
 			open = true
+		case pi.Status == stripe.PaymentIntentStatusCanceled && pi.ID == byID:
+			canceled = pi
 		case pi.Status == stripe.PaymentIntentStatusCanceled:
-			canceled = pi // the newest, as they are sorted
+			searchCanceled = true
 		default:
 			return TradeAnswer{}, fmt.Errorf("%w: stripe: %s: status %s", ErrMalformed, pi.ID, quote(string(pi.Status)))
 		}
@@ -262,6 +282,8 @@ func stripeAnswer(tradeNo string, intents []*stripe.PaymentIntent) (TradeAnswer,
 			return TradeAnswer{}, err
 		}
 		answer.State, answer.Events = TradeClosed, []payment.Event{ev}
+	case searchCanceled:
+		answer.Status += " (found by search only, which cannot prove a close)"
 	default:
 		answer.Status = "no PaymentIntent"
 	}
@@ -318,7 +340,8 @@ func stripeQueryPayment(tradeNo string, pi *stripe.PaymentIntent) ([]payment.Eve
 	return append(events, refund), nil
 }
 
-// stripeQueryClose is the close of a trade whose PaymentIntents were all canceled.
+// stripeQueryClose is the close of pi, retrieved by id and canceled, when no PaymentIntent of the
+// trade found beside it is open or paid.
 func stripeQueryClose(tradeNo string, pi *stripe.PaymentIntent) (payment.Event, error) {
 	currency, err := stripeIntentCurrency(pi)
 	if err != nil {
@@ -328,7 +351,7 @@ func stripeQueryClose(tradeNo string, pi *stripe.PaymentIntent) (payment.Event, 
 		return payment.Event{}, fmt.Errorf("%w: stripe: %s: amount out of range", ErrMalformed, pi.ID)
 	}
 	return checkEvent(payment.Event{
-		Channel: "stripe", NotifyID: "query:close:" + tradeNo, TradeNo: tradeNo, ChannelTxnID: pi.ID,
+		Channel: "stripe", NotifyID: "query:close:" + pi.ID, TradeNo: tradeNo, ChannelTxnID: pi.ID,
 		Kind: payment.KindClosed, Status: string(pi.Status), AmountFen: pi.Amount, Currency: currency, Raw: stripeRaw(pi),
 	})
 }
