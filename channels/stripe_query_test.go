@@ -342,6 +342,48 @@ func TestStripeQuerierAnswers(t *testing.T) {
 			t.Fatalf("%+v, %v; want not paid, no events", got, err)
 		}
 	})
+	// Issue 20, case 3: the search lags, so it never proves a close; a close names the
+	// PaymentIntent retrieved by id, and only that one.
+	t.Run("search alone finds only canceled: not closed", func(t *testing.T) {
+		q := stripeCannedServer(t, map[string]answer{search: {200, stripeSearchJSON(
+			stripeIntentJSON("pi_A", "T1", "canceled", 0, 100, ""),
+			stripeIntentJSON("pi_B", "T1", "canceled", 0, 200, ""),
+		)}})
+		got, err := q.QueryTrade(ctx, TradeQuery{TradeNo: "T1"})
+		if err != nil || got.State != TradeNotPaid || len(got.Events) != 0 || !strings.Contains(got.Status, "search") {
+			t.Fatalf("%+v, %v; want not paid, no events, a status naming the search", got, err)
+		}
+	})
+	t.Run("retrieved canceled, search finds another canceled: the retrieved one closes", func(t *testing.T) {
+		q := stripeCannedServer(t, map[string]answer{
+			retrieve: {200, stripeIntentJSON("pi_A", "T1", "canceled", 0, 100, "")},
+			search: {200, stripeSearchJSON(
+				stripeIntentJSON("pi_B", "T1", "canceled", 0, 200, ""),
+				stripeIntentJSON("pi_A", "T1", "canceled", 0, 100, ""),
+			)},
+		})
+		got, err := q.QueryTrade(ctx, TradeQuery{TradeNo: "T1", ChannelRef: "pi_A"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State != TradeClosed || len(got.Events) != 1 || got.Events[0].Kind != payment.KindClosed ||
+			got.Events[0].ChannelTxnID != "pi_A" || got.Events[0].NotifyID != "query:close:pi_A" {
+			t.Fatalf("%+v, want one close of pi_A", got)
+		}
+	})
+	t.Run("retrieved canceled, search finds one open: not closed", func(t *testing.T) {
+		q := stripeCannedServer(t, map[string]answer{
+			retrieve: {200, stripeIntentJSON("pi_A", "T1", "canceled", 0, 100, "")},
+			search: {200, stripeSearchJSON(
+				stripeIntentJSON("pi_B", "T1", "processing", 0, 200, ""),
+				stripeIntentJSON("pi_A", "T1", "canceled", 0, 100, ""),
+			)},
+		})
+		got, err := q.QueryTrade(ctx, TradeQuery{TradeNo: "T1", ChannelRef: "pi_A"})
+		if err != nil || got.State != TradeNotPaid || len(got.Events) != 0 {
+			t.Fatalf("%+v, %v; want not paid, no events", got, err)
+		}
+	})
 	t.Run("full refund on the latest charge", func(t *testing.T) {
 		charge := `{"id":"ch_A","object":"charge","amount_refunded":1000,"refunded":true,"payment_intent":"pi_A"}`
 		q := stripeCannedServer(t, map[string]answer{retrieve: {200, stripeIntentJSON("pi_A", "T1", "succeeded", 1000, 100, charge)}})
