@@ -160,8 +160,9 @@ func (j *Job) Run(ctx context.Context, o Options) (Summary, error) {
 	return sum, ctx.Err()
 }
 
-// staleWindow bounds how far before query_max_age closeStale looks: a job stopped for longer
-// leaves the older orders WAIT_PAY, as they were before it gave up on attempts at all.
+// staleWindow bounds how far back closeStale looks, so that its scan stays small as attempts
+// accumulate: an attempt that passed query_max_age more than this before any run saw it (the job
+// stopped for a week) leaves its order WAIT_PAY, as every order was left before closeStale.
 const staleWindow = 7 * 24 * time.Hour
 
 // closeStale gives up on the open attempts that are asked no more (made before maxAgeFrom, that
