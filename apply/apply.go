@@ -254,12 +254,7 @@ func (a *Applier) decide(ctx context.Context, tx *repository.Tx, ev payment.Even
 	case payment.KindRefund:
 		outcome, recordID, err = a.refund(ctx, tx, &ev, now)
 	case payment.KindClosed:
-		var ok bool
-		if ok, err = tx.MarkClosed(ctx, ev.TradeNo); ok {
-			outcome = payment.OutcomeClosed
-		} else if err == nil {
-			outcome, err = journalOnly(ctx, tx, &ev)
-		}
+		outcome, err = closeTrade(ctx, tx, ev, now) // close.go
 	case payment.KindPending:
 		outcome, err = journalOnly(ctx, tx, &ev)
 	default: // other event types are acknowledged and journalled, whatever they name

@@ -51,7 +51,9 @@ type TradeAnswer struct {
 	Status string // the channel's own words (TRADE_SUCCESS, NOTPAY, origRespCode 03, ...), for people
 	// Events are applied in order through the one apply path. Each is what the matching
 	// notification would carry, with NotifyID "query:<channel txn id>" (a refund's
-	// "query:refund:<refund id>", a close's "query:close:<trade_no>") and Raw the response body.
+	// "query:refund:<refund id>", a close's "query:close:<trade_no>", Stripe's
+	// "query:close:<PaymentIntent id>") and Raw the response body. A close event closes the
+	// attempt it answers; apply closes the order once none of its attempts is open.
 	Events []payment.Event
 }
 

@@ -40,8 +40,8 @@ type stripeBills struct {
 var _ BillDownloader = (*stripeBills)(nil)
 
 // NewStripeBills builds the balance-transaction bill of c's account over the same client as
-// NewStripeQuerier (same errors, ErrNoCredentials included). loc is the zone of the bill's day
-// (reconcile.stripe_timezone); nil is UTC.
+// NewStripeQuerier (same errors, ErrNoCredentials included; the same api_base_url, path prefix
+// included). loc is the zone of the bill's day (reconcile.stripe_timezone); nil is UTC.
 func NewStripeBills(c config.Stripe, loc *time.Location, hc *http.Client) (BillDownloader, error) {
 	q, err := NewStripeQuerier(c, hc)
 	if err != nil {
@@ -103,10 +103,10 @@ func (s *stripeBills) list(ctx context.Context, from, to time.Time, row func([]s
 	params.Limit = stripe.Int64(100)
 	params.AddExpand("data.source")
 	params.AddExpand("data.source.payment_intent")
-	status := new(int)
-	for bt, err := range s.sc.V1BalanceTransactions.List(context.WithValue(ctx, stripeStatusKey{}, status), params) {
+	ex := new(stripeExchange)
+	for bt, err := range s.sc.V1BalanceTransactions.List(context.WithValue(ctx, stripeExchangeKey{}, ex), params) {
 		if err != nil {
-			return stripeQueryError(ctx, err, *status)
+			return stripeQueryError(ctx, err, ex, &stripe.BalanceTransactionList{})
 		}
 		r, ok, err := stripeBillRow(bt, s.loc)
 		if err != nil {

@@ -3,6 +3,7 @@ package channels
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -44,8 +45,12 @@ func NewStripeQuerier(c config.Stripe, hc *http.Client) (Querier, error) {
 	if !strings.HasPrefix(c.APIKey, "sk_") && !strings.HasPrefix(c.APIKey, "rk_") {
 		return nil, errors.New("channels: stripe: channels.stripe.api_key: must start with sk_ or rk_")
 	}
-	if u, err := url.Parse(c.APIBaseURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+	u, err := url.Parse(c.APIBaseURL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		return nil, errors.New("channels: stripe: channels.stripe.api_base_url: must be an http(s) URL")
+	}
+	if u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		return nil, errors.New("channels: stripe: channels.stripe.api_base_url: must be scheme, host and an optional path, without user, query or fragment")
 	}
 	client := &http.Client{Timeout: 30 * time.Second}
 	if hc != nil {
@@ -56,10 +61,14 @@ func NewStripeQuerier(c config.Stripe, hc *http.Client) (Querier, error) {
 	if next == nil {
 		next = http.DefaultTransport
 	}
-	client.Transport = stripeTransport{next: next}
+	// stripe-go routes each response by its request's path, and refuses any that does not start
+	// with /v1 or /v2 ("unknown path prefix"): the backend is given the host alone, and the
+	// transport puts api_base_url's path (an egress proxy's /stripe) in front of every request.
+	client.Transport = stripeTransport{next: next,
+		prefix: strings.TrimRight(u.Path, "/"), rawPrefix: strings.TrimRight(u.EscapedPath(), "/")}
 
 	backends := stripe.NewBackendsWithConfig(&stripe.BackendConfig{
-		URL:               stripe.String(c.APIBaseURL),
+		URL:               stripe.String(u.Scheme + "://" + u.Host),
 		MaxNetworkRetries: stripe.Int64(0),
 		HTTPClient:        client,
 		LeveledLogger:     &stripe.LeveledLogger{Level: stripe.LevelNull},
@@ -71,13 +80,27 @@ func (s *stripeQuerier) Name() string { return "stripe" }
 
 // QueryTrade asks about q's PaymentIntents: the one q.ChannelRef names (pi_...), else every
 // PaymentIntent whose metadata.trade_no is q.TradeNo (Stripe's search, which lags writes by up to
-// a minute). A named PaymentIntent that was canceled closes nothing by itself: the buyer may have
-// paid the trade through another one, so the search is asked too before the answer is "closed".
-// latest_charge is expanded in the same request, so a refund costs no extra call.
+// a minute, up to an hour in outages). A named PaymentIntent that was canceled closes nothing by
+// itself: the buyer may have paid the trade through another one, so the search is asked too
+// before the answer is "closed". latest_charge is expanded in the same request, so a refund
+// costs no extra call.
 //
 // The answer (see stripeAnswer): any succeeded PaymentIntent -> TradePaid, or TradeRefunded when
-// a latest charge has amount_refunded; else any processing or requires_* -> TradeNotPaid; else
-// canceled -> TradeClosed; none -> TradeNotPaid.
+// a latest charge has amount_refunded; else any processing or requires_* -> TradeNotPaid; else,
+// when the PaymentIntent q.ChannelRef names is canceled -> TradeClosed (a close of that
+// PaymentIntent); otherwise TradeNotPaid.
+//
+// How far the lagging search is trusted: it can show a payment (a succeeded PaymentIntent stays
+// succeeded, so a late sight of it is still true) and it can keep a close from happening (an
+// open or paid PaymentIntent found), but it never proves one. "Every PaymentIntent found is
+// canceled" says nothing of one made within the lag, which may be the one the buyer paid; so a
+// close rests on a PaymentIntent retrieved by id, which Stripe answers consistently, and closes
+// only that PaymentIntent's attempt (apply closes the order once none of its attempts is open).
+// A search alone that finds only canceled PaymentIntents answers TradeNotPaid, and the attempt
+// is asked again until it is closed another way or reconcile.query_max_age passes. What is left:
+// a PaymentIntent made within the lag and never recorded as an attempt is not seen by the close;
+// its payment notification (retried for three days) then applies as PAID_AFTER_CLOSE, and the
+// day's balance transactions (strongly consistent) list it.
 //
 // Errors: ErrQueryFailed when Stripe could not be asked or answered an error (transport, 401,
 // 404, 429, 5xx); ErrMalformed when a 2xx body does not decode, or names another trade.
@@ -90,7 +113,7 @@ func (s *stripeQuerier) QueryTrade(ctx context.Context, q TradeQuery) (TradeAnsw
 		if err != nil {
 			return TradeAnswer{}, err
 		}
-		return stripeAnswer(q.TradeNo, intents)
+		return stripeAnswer(q.TradeNo, "", intents)
 	}
 
 	if !strings.HasPrefix(q.ChannelRef, "pi_") || !validStripeID(q.ChannelRef) || len(q.ChannelRef) > maxChannelTxnID {
@@ -108,17 +131,17 @@ func (s *stripeQuerier) QueryTrade(ctx context.Context, q TradeQuery) (TradeAnsw
 		}
 		intents = append(intents, more...)
 	}
-	return stripeAnswer(q.TradeNo, intents)
+	return stripeAnswer(q.TradeNo, pi.ID, intents)
 }
 
 func (s *stripeQuerier) retrieve(ctx context.Context, id string) (_ *stripe.PaymentIntent, err error) {
 	defer stripeRecover(&err)
 	params := &stripe.PaymentIntentRetrieveParams{}
 	params.AddExpand("latest_charge")
-	status := new(int)
-	pi, err := s.sc.V1PaymentIntents.Retrieve(context.WithValue(ctx, stripeStatusKey{}, status), id, params)
+	ex := new(stripeExchange)
+	pi, err := s.sc.V1PaymentIntents.Retrieve(context.WithValue(ctx, stripeExchangeKey{}, ex), id, params)
 	if err != nil {
-		return nil, stripeQueryError(ctx, err, *status)
+		return nil, stripeQueryError(ctx, err, ex, &stripe.PaymentIntent{})
 	}
 	return pi, nil
 }
@@ -130,11 +153,11 @@ func (s *stripeQuerier) search(ctx context.Context, tradeNo string) (_ []*stripe
 		Limit: stripe.Int64(100),
 	}}
 	params.AddExpand("data.latest_charge")
-	status := new(int)
+	ex := new(stripeExchange)
 	var intents []*stripe.PaymentIntent
-	for pi, err := range s.sc.V1PaymentIntents.Search(context.WithValue(ctx, stripeStatusKey{}, status), params) {
+	for pi, err := range s.sc.V1PaymentIntents.Search(context.WithValue(ctx, stripeExchangeKey{}, ex), params) {
 		if err != nil {
-			return nil, stripeQueryError(ctx, err, *status)
+			return nil, stripeQueryError(ctx, err, ex, &stripe.PaymentIntentSearchResult{})
 		}
 		if len(intents) == stripeMaxIntents {
 			return nil, fmt.Errorf("%w: stripe: more than %d PaymentIntents for one trade_no", ErrQueryFailed, stripeMaxIntents)
@@ -161,10 +184,11 @@ func stripeSearchQuery(tradeNo string) string {
 }
 
 // stripeQueryError sorts a failed call: Stripe's own errors and transport failures are
-// ErrQueryFailed; a 2xx body stripe-go could not decode is ErrMalformed. status is the last HTTP
-// status the transport saw (0: none). Stripe's messages are left out: one of them quotes part of
-// the API key.
-func stripeQueryError(ctx context.Context, err error, status int) error {
+// ErrQueryFailed; a 2xx body stripe-go could not use is ErrMalformed, with the reason it does
+// not decode as want (the type stripe-go decoded it into). ex is the last exchange the transport
+// saw (status 0: none). Stripe's messages are left out: one of them quotes part of the API key;
+// so are stripe-go's own, which quote the body.
+func stripeQueryError(ctx context.Context, err error, ex *stripeExchange, want any) error {
 	var se *stripe.Error
 	switch {
 	case ctx.Err() != nil:
@@ -174,10 +198,10 @@ func stripeQueryError(ctx context.Context, err error, status int) error {
 	case errors.As(err, &se):
 		words := strings.TrimSpace(stripeWord(string(se.Type)) + " " + stripeWord(string(se.Code)))
 		return fmt.Errorf("%w: stripe: HTTP %d %s", ErrQueryFailed, se.HTTPStatusCode, words)
-	case status >= 200 && status < 300:
-		return fmt.Errorf("%w: stripe: HTTP %d body does not decode as PaymentIntents", ErrMalformed, status)
-	case status != 0:
-		return fmt.Errorf("%w: stripe: HTTP %d", ErrQueryFailed, status)
+	case ex.status >= 200 && ex.status < 300:
+		return ex.undecodable(want)
+	case ex.status != 0:
+		return fmt.Errorf("%w: stripe: HTTP %d", ErrQueryFailed, ex.status)
 	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
@@ -195,17 +219,21 @@ func stripeWord(s string) string {
 	return s
 }
 
-// stripeAnswer maps the PaymentIntents found for tradeNo to an answer. Every one must carry
-// metadata.trade_no = tradeNo: the search asked for exactly that, and a retrieved one that names
-// another trade is not about this order. Duplicates (the retrieved one found again by the search)
-// count once.
+// stripeAnswer maps the PaymentIntents found for tradeNo to an answer; byID is the one retrieved
+// by id ("" when the search alone was asked), the only one whose cancellation can close (see
+// QueryTrade). Every one must carry metadata.trade_no = tradeNo: the search asked for exactly
+// that, and a retrieved one that names another trade is not about this order. Duplicates (the
+// retrieved one found again by the search) count once.
 //
 // Paid: one payment event per succeeded PaymentIntent, oldest first (a second one is a duplicate
 // payment for apply to flag), each followed by its refund when its latest charge has
 // amount_refunded: a KindRefund of that running total (RefundIsTotal), keyed
 // "query:refund:<pi>:<amount_refunded>" so that a later, larger refund is a new key while a
 // repeat of the same total adds nothing.
-func stripeAnswer(tradeNo string, intents []*stripe.PaymentIntent) (TradeAnswer, error) {
+//
+// Closed: one KindClosed event naming the PaymentIntent byID, NotifyID "query:close:<pi>", so
+// that the closes of two attempts of one trade (two PaymentIntents) are two events.
+func stripeAnswer(tradeNo, byID string, intents []*stripe.PaymentIntent) (TradeAnswer, error) {
 	seen := make(map[string]bool, len(intents))
 	var unique []*stripe.PaymentIntent
 	for _, pi := range intents {
@@ -228,8 +256,8 @@ func stripeAnswer(tradeNo string, intents []*stripe.PaymentIntent) (TradeAnswer,
 
 	var events []payment.Event
 	var statuses []string
-	var canceled *stripe.PaymentIntent
-	open, paid, refunded := false, false, false
+	var canceled *stripe.PaymentIntent // byID, when it is canceled
+	open, paid, refunded, searchCanceled := false, false, false, false
 	for _, pi := range unique {
 		statuses = append(statuses, string(pi.Status))
 		switch {
@@ -242,8 +270,10 @@ func stripeAnswer(tradeNo string, intents []*stripe.PaymentIntent) (TradeAnswer,
 			paid, refunded = true, refunded || len(evs) > 1
 		case pi.Status == stripe.PaymentIntentStatusProcessing || strings.HasPrefix(string(pi.Status), "requires_"):
 			open = true
+		case pi.Status == stripe.PaymentIntentStatusCanceled && pi.ID == byID:
+			canceled = pi
 		case pi.Status == stripe.PaymentIntentStatusCanceled:
-			canceled = pi // the newest, as they are sorted
+			searchCanceled = true
 		default:
 			return TradeAnswer{}, fmt.Errorf("%w: stripe: %s: status %s", ErrMalformed, pi.ID, quote(string(pi.Status)))
 		}
@@ -262,6 +292,8 @@ func stripeAnswer(tradeNo string, intents []*stripe.PaymentIntent) (TradeAnswer,
 			return TradeAnswer{}, err
 		}
 		answer.State, answer.Events = TradeClosed, []payment.Event{ev}
+	case searchCanceled:
+		answer.Status += " (found by search only, which cannot prove a close)"
 	default:
 		answer.Status = "no PaymentIntent"
 	}
@@ -318,7 +350,8 @@ func stripeQueryPayment(tradeNo string, pi *stripe.PaymentIntent) ([]payment.Eve
 	return append(events, refund), nil
 }
 
-// stripeQueryClose is the close of a trade whose PaymentIntents were all canceled.
+// stripeQueryClose is the close of pi, retrieved by id and canceled, when no PaymentIntent of the
+// trade found beside it is open or paid.
 func stripeQueryClose(tradeNo string, pi *stripe.PaymentIntent) (payment.Event, error) {
 	currency, err := stripeIntentCurrency(pi)
 	if err != nil {
@@ -328,7 +361,7 @@ func stripeQueryClose(tradeNo string, pi *stripe.PaymentIntent) (payment.Event, 
 		return payment.Event{}, fmt.Errorf("%w: stripe: %s: amount out of range", ErrMalformed, pi.ID)
 	}
 	return checkEvent(payment.Event{
-		Channel: "stripe", NotifyID: "query:close:" + tradeNo, TradeNo: tradeNo, ChannelTxnID: pi.ID,
+		Channel: "stripe", NotifyID: "query:close:" + pi.ID, TradeNo: tradeNo, ChannelTxnID: pi.ID,
 		Kind: payment.KindClosed, Status: string(pi.Status), AmountFen: pi.Amount, Currency: currency, Raw: stripeRaw(pi),
 	})
 }
@@ -350,33 +383,83 @@ func stripeRaw(pi *stripe.PaymentIntent) []byte {
 	return slices.Clone(pi.LastResponse.RawJSON)
 }
 
-// stripeStatusKey carries, in a request's context, where stripeTransport writes the HTTP status:
-// stripe-go reports a body it could not decode without it, and paygw tells a garbled 2xx
-// (ErrMalformed) from a proxy's HTML error page (ErrQueryFailed) by it.
-type stripeStatusKey struct{}
+// stripeExchangeKey carries, in a call's context, the *stripeExchange stripeTransport fills in:
+// stripe-go reports a body it could not decode without its status, and paygw tells a garbled
+// 2xx (ErrMalformed) from a proxy's HTML error page (ErrQueryFailed), and names what is wrong
+// with the body, by it.
+type stripeExchangeKey struct{}
 
-// stripeTransport records each response's status for stripeQueryError and bounds the body.
-type stripeTransport struct{ next http.RoundTripper }
+// stripeExchange is the last response of a call (a search reads one page after another).
+type stripeExchange struct {
+	status      int
+	contentType string
+	body        []byte // as read by stripe-go, at most stripeMaxResponse bytes
+	readErr     error  // reading the body failed before its end (not too large: errStripeTooLarge)
+}
+
+// undecodable explains an error stripe-go returned for a 2xx response, whose body it was to
+// decode as want: the body was cut short (ErrQueryFailed: ask again), or it is not JSON, or not
+// JSON of want's shape (ErrMalformed, naming the JSON error: its position or field, never the
+// body's values). A body that does decode means stripe-go refused the response for another
+// reason, which is then named, as stripe-go words it, without the body.
+func (ex *stripeExchange) undecodable(want any) error {
+	ct := ex.contentType
+	if ct == "" {
+		ct = "no Content-Type"
+	}
+	if ex.readErr != nil {
+		return fmt.Errorf("%w: stripe: HTTP %d body cut short: %w", ErrQueryFailed, ex.status, ex.readErr)
+	}
+	if !json.Valid(ex.body) {
+		return fmt.Errorf("%w: stripe: HTTP %d body (%s, %d bytes) is not JSON: is channels.stripe.api_base_url Stripe's API, or a proxy that forwards to it?",
+			ErrMalformed, ex.status, quote(ct), len(ex.body))
+	}
+	if err := json.Unmarshal(ex.body, want); err != nil {
+		var te *json.UnmarshalTypeError
+		reason := "its JSON does not fit"
+		if errors.As(err, &te) {
+			kind, _, _ := strings.Cut(te.Value, " ") // "number 1.5": the kind, not the value
+			reason = fmt.Sprintf("field %s is a JSON %s, not %s", quote(te.Field), kind, te.Type)
+		}
+		return fmt.Errorf("%w: stripe: HTTP %d body does not decode as a %T: %s", ErrMalformed, ex.status, want, reason)
+	}
+	return fmt.Errorf("%w: stripe: HTTP %d body decodes, yet stripe-go refused the response", ErrMalformed, ex.status)
+}
+
+// stripeTransport puts api_base_url's path in front of each request, records each response for
+// stripeQueryError, and bounds its body.
+type stripeTransport struct {
+	next              http.RoundTripper
+	prefix, rawPrefix string // api_base_url's path without its trailing slash ("" for none), and its escaped form
+}
 
 func (t stripeTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if t.prefix != "" {
+		r = r.Clone(r.Context()) // a RoundTripper leaves its request as it is
+		r.URL.RawPath = t.rawPrefix + r.URL.EscapedPath()
+		r.URL.Path = t.prefix + r.URL.Path
+	}
 	resp, err := t.next.RoundTrip(r)
 	if err != nil {
 		return nil, err
 	}
-	if p, ok := r.Context().Value(stripeStatusKey{}).(*int); ok {
-		*p = resp.StatusCode
+	ex, _ := r.Context().Value(stripeExchangeKey{}).(*stripeExchange)
+	if ex != nil {
+		*ex = stripeExchange{status: resp.StatusCode, contentType: resp.Header.Get("Content-Type")}
 	}
-	resp.Body = &stripeLimitedBody{ReadCloser: resp.Body, left: stripeMaxResponse}
+	resp.Body = &stripeLimitedBody{ReadCloser: resp.Body, left: stripeMaxResponse, ex: ex}
 	return resp, nil
 }
 
 var errStripeTooLarge = errors.New("response body too large")
 
 // stripeLimitedBody fails a read past stripeMaxResponse bytes, where io.LimitReader would cut the
-// body short and let a truncated JSON reach the decoder.
+// body short and let a truncated JSON reach the decoder. It keeps what it reads, and a read
+// error, in ex (when not nil).
 type stripeLimitedBody struct {
 	io.ReadCloser
 	left int64
+	ex   *stripeExchange
 }
 
 func (b *stripeLimitedBody) Read(p []byte) (int, error) {
@@ -389,6 +472,7 @@ func (b *stripeLimitedBody) Read(p []byte) (int, error) {
 		if n > 0 {
 			return 0, errStripeTooLarge
 		}
+		b.keep(nil, err)
 		return 0, err
 	}
 	if int64(len(p)) > b.left {
@@ -396,5 +480,16 @@ func (b *stripeLimitedBody) Read(p []byte) (int, error) {
 	}
 	n, err := b.ReadCloser.Read(p)
 	b.left -= int64(n)
+	b.keep(p[:n], err)
 	return n, err
+}
+
+func (b *stripeLimitedBody) keep(p []byte, err error) {
+	if b.ex == nil {
+		return
+	}
+	b.ex.body = append(b.ex.body, p...)
+	if err != nil && err != io.EOF && b.ex.readErr == nil {
+		b.ex.readErr = err
+	}
 }

@@ -131,7 +131,8 @@ func TestStripeQuerierAgainstFake(t *testing.T) {
 		"refunded, by id":     {TradeQuery{TradeNo: refunded.TradeNo, ChannelRef: refunded.TxnID}, TradeRefunded, []payment.Event{refundedNotice, refundNotice}, 1},
 		"pending":             {TradeQuery{TradeNo: "T-pending-1"}, TradeNotPaid, nil, 1},
 		"not found":           {TradeQuery{TradeNo: "T-unknown-1"}, TradeNotPaid, nil, 1},
-		"closed, by search":   {TradeQuery{TradeNo: closed.TradeNo}, TradeClosed, nil, 1},
+		// The search lags: "every PaymentIntent found is canceled" proves no close.
+		"canceled, by search": {TradeQuery{TradeNo: closed.TradeNo}, TradeNotPaid, nil, 1},
 		// A canceled PaymentIntent is not the whole trade: the search is asked too.
 		"closed, by id": {TradeQuery{TradeNo: closed.TradeNo, ChannelRef: closed.TxnID}, TradeClosed, nil, 2},
 	}
@@ -149,7 +150,7 @@ func TestStripeQuerierAgainstFake(t *testing.T) {
 				t.Errorf("the fake was asked %d times, want %d", n, tt.asked)
 			}
 			if tt.state == TradeClosed {
-				if len(got.Events) != 1 || got.Events[0].Kind != payment.KindClosed || got.Events[0].NotifyID != "query:close:"+tt.q.TradeNo ||
+				if len(got.Events) != 1 || got.Events[0].Kind != payment.KindClosed || got.Events[0].NotifyID != "query:close:"+tt.q.ChannelRef ||
 					got.Events[0].TradeNo != tt.q.TradeNo || got.Events[0].ChannelTxnID != closed.TxnID {
 					t.Fatalf("events %+v, want one close of %s", got.Events, tt.q.TradeNo)
 				}
@@ -338,6 +339,48 @@ func TestStripeQuerierAnswers(t *testing.T) {
 			stripeIntentJSON("pi_B", "T1", "requires_payment_method", 0, 200, ""),
 		)}})
 		got, err := q.QueryTrade(ctx, TradeQuery{TradeNo: "T1"})
+		if err != nil || got.State != TradeNotPaid || len(got.Events) != 0 {
+			t.Fatalf("%+v, %v; want not paid, no events", got, err)
+		}
+	})
+	// Issue 20, case 3: the search lags, so it never proves a close; a close names the
+	// PaymentIntent retrieved by id, and only that one.
+	t.Run("search alone finds only canceled: not closed", func(t *testing.T) {
+		q := stripeCannedServer(t, map[string]answer{search: {200, stripeSearchJSON(
+			stripeIntentJSON("pi_A", "T1", "canceled", 0, 100, ""),
+			stripeIntentJSON("pi_B", "T1", "canceled", 0, 200, ""),
+		)}})
+		got, err := q.QueryTrade(ctx, TradeQuery{TradeNo: "T1"})
+		if err != nil || got.State != TradeNotPaid || len(got.Events) != 0 || !strings.Contains(got.Status, "search") {
+			t.Fatalf("%+v, %v; want not paid, no events, a status naming the search", got, err)
+		}
+	})
+	t.Run("retrieved canceled, search finds another canceled: the retrieved one closes", func(t *testing.T) {
+		q := stripeCannedServer(t, map[string]answer{
+			retrieve: {200, stripeIntentJSON("pi_A", "T1", "canceled", 0, 100, "")},
+			search: {200, stripeSearchJSON(
+				stripeIntentJSON("pi_B", "T1", "canceled", 0, 200, ""),
+				stripeIntentJSON("pi_A", "T1", "canceled", 0, 100, ""),
+			)},
+		})
+		got, err := q.QueryTrade(ctx, TradeQuery{TradeNo: "T1", ChannelRef: "pi_A"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State != TradeClosed || len(got.Events) != 1 || got.Events[0].Kind != payment.KindClosed ||
+			got.Events[0].ChannelTxnID != "pi_A" || got.Events[0].NotifyID != "query:close:pi_A" {
+			t.Fatalf("%+v, want one close of pi_A", got)
+		}
+	})
+	t.Run("retrieved canceled, search finds one open: not closed", func(t *testing.T) {
+		q := stripeCannedServer(t, map[string]answer{
+			retrieve: {200, stripeIntentJSON("pi_A", "T1", "canceled", 0, 100, "")},
+			search: {200, stripeSearchJSON(
+				stripeIntentJSON("pi_B", "T1", "processing", 0, 200, ""),
+				stripeIntentJSON("pi_A", "T1", "canceled", 0, 100, ""),
+			)},
+		})
+		got, err := q.QueryTrade(ctx, TradeQuery{TradeNo: "T1", ChannelRef: "pi_A"})
 		if err != nil || got.State != TradeNotPaid || len(got.Events) != 0 {
 			t.Fatalf("%+v, %v; want not paid, no events", got, err)
 		}

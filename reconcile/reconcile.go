@@ -1,11 +1,14 @@
 // Package reconcile finds payments whose notification never came: it asks each channel about
-// WAIT_PAY orders the buyer was sent to pay, and applies what a verified answer says through the
-// one apply path, so an answer and a late notification of the same payment apply once between
-// them.
+// the open attempts of orders the buyer was sent to pay, and applies what a verified answer says
+// through the one apply path, so an answer and a late notification of the same payment apply
+// once between them. A channel's close ends its attempt only; apply closes the order once none of
+// its attempts is open, or once the open ones are past reconcile.query_max_age (closeStale).
 package reconcile
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -79,11 +82,18 @@ type Options struct {
 type Summary struct {
 	Asked, Paid, Refunded, Closed, NotPaid, Failed, Unverified int
 	Applied                                                    int // events that changed something (not REPEAT)
+	// Stale counts the attempts given up on: past query_max_age, of orders another channel
+	// closed (closeStale).
+	Stale int
 }
 
 func (s Summary) String() string {
-	return fmt.Sprintf("asked %d: paid %d, paid and refunded %d, closed %d, not paid %d, failed %d, unverified %d; %d event(s) applied",
+	out := fmt.Sprintf("asked %d: paid %d, paid and refunded %d, closed %d, not paid %d, failed %d, unverified %d; %d event(s) applied",
 		s.Asked, s.Paid, s.Refunded, s.Closed, s.NotPaid, s.Failed, s.Unverified, s.Applied)
+	if s.Stale > 0 {
+		out += fmt.Sprintf("; %d attempt(s) past query_max_age closed", s.Stale)
+	}
+	return out
 }
 
 // maxPerRun bounds one run; the rest wait for the next.
@@ -150,11 +160,82 @@ func (j *Job) Run(ctx context.Context, o Options) (Summary, error) {
 		}()
 	}
 	wg.Wait()
+	if err := j.closeStale(ctx, o, from, &sum); err != nil {
+		return sum, err
+	}
 	if o.Out != nil {
 		fmt.Fprintln(o.Out, sum)
 	}
 	return sum, ctx.Err()
 }
+
+// staleWindow bounds how far back closeStale looks, so that its scan stays small as attempts
+// accumulate: an attempt that passed query_max_age more than this before any run saw it (the job
+// stopped for a week) leaves its order WAIT_PAY, as every order was left before closeStale.
+const staleWindow = 7 * 24 * time.Hour
+
+// closeStale gives up on the open attempts that are asked no more (made before maxAgeFrom, that
+// is more than query_max_age ago) of WAIT_PAY orders another channel has closed: each becomes
+// a close event of its channel, applied like a channel's close, so the last one closes the order
+// inside apply's transaction. Orders no channel closed keep their attempts open and stay
+// WAIT_PAY, as before. A payment that comes later is PAID_AFTER_CLOSE.
+func (j *Job) closeStale(ctx context.Context, o Options, maxAgeFrom time.Time, sum *Summary) error {
+	stale, err := j.db.StaleAttempts(ctx, repository.StaleFilter{From: maxAgeFrom.Add(-staleWindow), To: maxAgeFrom,
+		Channel: o.Channel, TradeNo: o.TradeNo, Limit: maxPerRun})
+	if err != nil {
+		return err
+	}
+	for _, a := range stale {
+		if ctx.Err() != nil {
+			return nil // Run reports ctx.Err()
+		}
+		action := "dry run: not closed"
+		if !o.DryRun {
+			outcome, err := j.applier.Apply(ctx, staleClose(a))
+			if err != nil {
+				action = "could not close: " + err.Error() // the next run tries again
+				j.log.Warn().Err(err).Str("channel", a.Channel).Str("trade_no", a.TradeNo).Msg("closing an attempt past query_max_age")
+			} else {
+				action = "closed: " + string(outcome)
+				sum.Stale++
+				if outcome != payment.OutcomeRepeat {
+					sum.Applied++
+				}
+			}
+		}
+		if o.Out != nil {
+			fmt.Fprintf(o.Out, "%s %s past query_max_age, another channel closed: %s\n", a.TradeNo, a.Channel, action)
+		}
+	}
+	return nil
+}
+
+// staleClose is the close event that gives up on attempt a: of a's channel, naming its
+// channel_ref (so it closes a, see repository.CloseAttempts), journalled with source query and
+// a notify id of its own per attempt.
+func staleClose(a repository.DueAttempt) payment.Event {
+	id := "query:max-age:" + a.TradeNo
+	if a.ChannelRef != "" {
+		id += ":" + a.ChannelRef
+	}
+	if len(id) > maxNotifyID {
+		sum := sha256.Sum256([]byte(a.TradeNo + "\x00" + a.ChannelRef))
+		id = "query:max-age:" + hex.EncodeToString(sum[:16])
+	}
+	last := "never asked"
+	if a.LastQueryAt != nil {
+		last = fmt.Sprintf("last asked %s: %s", a.LastQueryAt.UTC().Format(time.RFC3339), a.LastAnswer)
+	}
+	return payment.Event{
+		Channel: a.Channel, NotifyID: id, TradeNo: a.TradeNo, ChannelTxnID: a.ChannelRef, Kind: payment.KindClosed,
+		Status: "QUERY_MAX_AGE", Source: payment.SourceQuery,
+		Raw: []byte(fmt.Sprintf("attempt made %s, past reconcile.query_max_age after another channel closed the order; asked %d time(s), %s",
+			a.CreatedTime.UTC().Format(time.RFC3339), a.QueryCount, last)),
+	}
+}
+
+// maxNotifyID is the width of notify_journal.notify_id.
+const maxNotifyID = 128
 
 // askAll asks about one channel's attempts, at most QPS a second and concurrency at once.
 func (j *Job) askAll(ctx context.Context, q Querier, list []repository.DueAttempt, o Options, done func(repository.DueAttempt, result)) {
@@ -320,10 +401,10 @@ func (j *Job) Serve(ctx context.Context, every time.Duration, holder string) {
 		if err == nil {
 			j.Metrics.ReconcileSucceeded(JobQuery, j.now())
 		}
-		if sum.Asked > 0 {
+		if sum.Asked > 0 || sum.Stale > 0 {
 			j.log.Info().Int("asked", sum.Asked).Int("paid", sum.Paid).Int("refunded", sum.Refunded).Int("closed", sum.Closed).
 				Int("not_paid", sum.NotPaid).Int("failed", sum.Failed).Int("unverified", sum.Unverified).Int("applied", sum.Applied).
-				Msg("reconcile query")
+				Int("stale", sum.Stale).Msg("reconcile query")
 		}
 	}
 }

@@ -33,6 +33,7 @@ type world struct {
 	dsn     string
 	db      *repository.DB
 	fake    *simulate.Fake
+	fakeURL string // where the fake channels answer
 	gateway string
 	signers map[string]simulate.Signer
 	job     *reconcile.Job
@@ -42,6 +43,14 @@ type world struct {
 }
 
 func newWorld(t *testing.T) *world {
+	t.Helper()
+	return newWorldBehind(t, "")
+}
+
+// newWorldBehind is newWorld with Stripe's API reached through an egress proxy that routes it
+// under stripePrefix ("/stripe"; "" for none): channels.stripe.api_base_url carries the prefix,
+// and the fake answers Stripe's paths only under it.
+func newWorldBehind(t *testing.T, stripePrefix string) *world {
 	t.Helper()
 	w := &world{t: t}
 	dir := t.TempDir()
@@ -70,9 +79,10 @@ func newWorld(t *testing.T) *world {
 	}
 	fakeSrv := httptest.NewUnstartedServer(nil)
 	fakeURL := "http://" + fakeSrv.Listener.Addr().String()
+	w.fakeURL = fakeURL
 	cfg.Channels.Alipay.GatewayURL = fakeURL + "/gateway.do"
 	cfg.Channels.WeChatPay.APIBaseURL = fakeURL
-	cfg.Channels.Stripe.APIBaseURL = fakeURL
+	cfg.Channels.Stripe.APIBaseURL = fakeURL + stripePrefix
 	cfg.Channels.UnionPay.QueryURL = fakeURL + "/gateway/api/queryTrans.do"
 	chs, err := channels.FromConfig(cfg.Channels)
 	if err != nil {
@@ -107,6 +117,13 @@ func newWorld(t *testing.T) *world {
 		t.Fatal(err)
 	}
 	fakeSrv.Config.Handler = w.fake.Handler()
+	if stripePrefix != "" {
+		mux := http.NewServeMux()
+		mux.Handle(stripePrefix+"/", http.StripPrefix(stripePrefix, w.fake.Handler()))
+		mux.Handle("/v1/", http.NotFoundHandler()) // Stripe's paths, outside the prefix
+		mux.Handle("/", w.fake.Handler())
+		fakeSrv.Config.Handler = mux
+	}
 	fakeSrv.Start()
 	t.Cleanup(fakeSrv.Close)
 	if w.signers, err = simulate.LoadSigners(dir); err != nil {
@@ -139,6 +156,19 @@ func (w *world) order(channel string, fen int64) string {
 		w.t.Fatal(err)
 	}
 	return tradeNo
+}
+
+// attempt records that the buyer was also sent to channel (ref: Stripe's PaymentIntent id), made
+// as long ago as the order's first.
+func (w *world) attempt(tradeNo, channel, ref string) {
+	w.t.Helper()
+	created := time.Now().UTC().Add(-5 * time.Minute).Truncate(time.Millisecond)
+	err := w.db.InTx(context.Background(), func(tx *repository.Tx) error {
+		return tx.InsertAttempt(context.Background(), payment.Attempt{TradeNo: tradeNo, Channel: channel, ChannelRef: ref, CreatedTime: created, NextQueryAt: created})
+	})
+	if err != nil {
+		w.t.Fatal(err)
+	}
 }
 
 // pay makes the fake hold a trade (its notification dropped unless notify).
@@ -231,7 +261,10 @@ func TestNotPaidAndClosedAnswers(t *testing.T) {
 			pending := w.order(ch, 100)
 			w.trade(ch, pending, 100, simulate.FakePending, false)
 			closed := w.order(ch, 100)
-			w.trade(ch, closed, 100, simulate.FakeClosed, false)
+			tr := w.trade(ch, closed, 100, simulate.FakeClosed, false)
+			if ch == "stripe" { // Stripe closes by the PaymentIntent retrieved by id only
+				w.attempt(closed, ch, tr.TxnID)
+			}
 			for _, tn := range []string{unknown, pending, closed} {
 				w.run(reconcile.Options{TradeNo: tn})
 			}

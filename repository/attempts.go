@@ -83,8 +83,11 @@ type DueAttempt struct {
 	OrderTime time.Time
 }
 
-// AttemptFilter picks the attempts a run asks about: of WAIT_PAY orders, made in [From, To), due
-// by Now (unless AnyTime), on Channel and for TradeNo when set.
+// AttemptFilter picks the attempts a run asks about: the open ones (see CloseAttempts) of WAIT_PAY
+// orders, and of CLOSED orders (an order closed while one of its attempts was open, by an earlier
+// paygw or by a close that raced the attempt's seeding: a payment found there is
+// PAID_AFTER_CLOSE), made in [From, To), due by Now (unless AnyTime), on Channel and for TradeNo
+// when set.
 type AttemptFilter struct {
 	From, To, Now    time.Time
 	AnyTime          bool
@@ -97,15 +100,43 @@ func (db *DB) DueAttempts(ctx context.Context, f AttemptFilter) ([]DueAttempt, e
 	const q = `SELECT a.trade_no, a.channel, a.channel_ref, a.created_time, a.next_query_at, a.query_count,
 			a.last_query_at, a.last_answer, a.last_status, o.create_time AS order_time
 		FROM payment_attempt a JOIN orders o ON o.trade_no = a.trade_no
-		WHERE o.status = 'WAIT_PAY' AND a.created_time >= ? AND a.created_time < ?
+		WHERE a.closed_time IS NULL AND a.created_time >= ? AND a.created_time < ?
+		  AND o.status IN ('WAIT_PAY', 'CLOSED')
 		  AND (? OR a.next_query_at <= ?) AND (? = '' OR a.channel = ?) AND (? = '' OR a.trade_no = ?)
 		ORDER BY a.next_query_at LIMIT ?`
+	return db.dueAttempts(ctx, q, f.From, f.To, f.AnyTime, f.Now, f.Channel, f.Channel, f.TradeNo, f.TradeNo, f.Limit)
+}
+
+// StaleFilter picks the attempts a run gives up on: open attempts made in [From, To) (To is
+// now - reconcile.query_max_age: they are asked no more), of WAIT_PAY orders that another
+// channel has closed and that have no open attempt made since To. Channel and TradeNo narrow it
+// when set.
+type StaleFilter struct {
+	From, To         time.Time
+	Channel, TradeNo string
+	Limit            int
+}
+
+// StaleAttempts lists the attempts f picks, oldest first. Closing them (through apply, one close
+// event each) closes their orders: nothing that can still be asked is open any more.
+func (db *DB) StaleAttempts(ctx context.Context, f StaleFilter) ([]DueAttempt, error) {
+	const q = `SELECT a.trade_no, a.channel, a.channel_ref, a.created_time, a.next_query_at, a.query_count,
+			a.last_query_at, a.last_answer, a.last_status, o.create_time AS order_time
+		FROM payment_attempt a JOIN orders o ON o.trade_no = a.trade_no
+		WHERE a.closed_time IS NULL AND a.created_time >= ? AND a.created_time < ? AND o.status = 'WAIT_PAY'
+		  AND EXISTS (SELECT 1 FROM payment_attempt c WHERE c.trade_no = a.trade_no AND c.closed_time IS NOT NULL)
+		  AND NOT EXISTS (SELECT 1 FROM payment_attempt y WHERE y.trade_no = a.trade_no AND y.closed_time IS NULL AND y.created_time >= ?)
+		  AND (? = '' OR a.channel = ?) AND (? = '' OR a.trade_no = ?)
+		ORDER BY a.created_time LIMIT ?`
+	return db.dueAttempts(ctx, q, f.From, f.To, f.To, f.Channel, f.Channel, f.TradeNo, f.TradeNo, f.Limit)
+}
+
+func (db *DB) dueAttempts(ctx context.Context, q string, args ...any) ([]DueAttempt, error) {
 	var rows []struct {
 		attemptRow
 		OrderTime time.Time `db:"order_time"`
 	}
-	if err := db.x.SelectContext(ctx, &rows, q, f.From, f.To, f.AnyTime, f.Now, f.Channel, f.Channel,
-		f.TradeNo, f.TradeNo, f.Limit); err != nil {
+	if err := db.x.SelectContext(ctx, &rows, q, args...); err != nil {
 		return nil, err
 	}
 	out := make([]DueAttempt, len(rows))
@@ -113,6 +144,41 @@ func (db *DB) DueAttempts(ctx context.Context, f AttemptFilter) ([]DueAttempt, e
 		out[i] = DueAttempt{Attempt: r.attempt(), OrderTime: r.OrderTime}
 	}
 	return out, nil
+}
+
+// CloseAttempts records, inside the transaction of a close event, that channel can no longer be
+// paid for tradeNo: the order's open attempts on channel whose channel_ref is "" or ref (the
+// close's channel transaction id: Stripe's PaymentIntent) are closed at at. When the order has
+// attempts but none on channel that the close names, a closed one is recorded (ref "",
+// implicit), so that the close is known when the others run out (StaleAttempts). An order with
+// no attempt at all gets none. Returns how many of the order's attempts are still open. The
+// caller holds the order's row lock, which every writer of its attempts but SeedAttempts takes
+// first (SeedAttempts only adds attempts, and an order closed under it has them asked).
+func (tx *Tx) CloseAttempts(ctx context.Context, tradeNo, channel, ref string, at time.Time) (open int, err error) {
+	const closeQ = `UPDATE payment_attempt SET closed_time = ?
+		WHERE trade_no = ? AND channel = ? AND channel_ref IN ('', ?) AND closed_time IS NULL`
+	if _, err := tx.x.ExecContext(ctx, closeQ, at, tradeNo, channel, ref); err != nil {
+		return 0, err
+	}
+	const countQ = `SELECT COUNT(*) AS total, COALESCE(SUM(closed_time IS NULL), 0) AS open,
+			COALESCE(SUM(channel = ? AND channel_ref IN ('', ?)), 0) AS named
+		FROM payment_attempt WHERE trade_no = ?`
+	var n struct {
+		Total int `db:"total"`
+		Open  int `db:"open"`
+		Named int `db:"named"`
+	}
+	if err := tx.x.GetContext(ctx, &n, countQ, channel, ref, tradeNo); err != nil {
+		return 0, err
+	}
+	if n.Total > 0 && n.Named == 0 {
+		const addQ = `INSERT INTO payment_attempt (trade_no, channel, channel_ref, implicit, created_time, next_query_at, closed_time)
+			VALUES (?, ?, '', 1, ?, ?, ?) ON DUPLICATE KEY UPDATE closed_time = COALESCE(closed_time, VALUES(closed_time))`
+		if _, err := tx.x.ExecContext(ctx, addQ, tradeNo, channel, at, at, at); err != nil {
+			return 0, err
+		}
+	}
+	return n.Open, nil
 }
 
 // RecordQuery stores what asking about an attempt gave, and when to ask next.
