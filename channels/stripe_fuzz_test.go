@@ -26,6 +26,9 @@ func stripeFuzzSeeds(tb testing.TB) [][2]string {
 		stripeEnvelope("checkout.session.completed", stripeSessionObject(kv{"mode", `"setup"`}, kv{"currency", "null"}, kv{"amount_total", "null"})),
 		stripeEnvelope("charge.refunded", stripeChargeObject(kv{"refunds", `{"object":"list","data":[{"id":"re_1","created":1}]}`})),
 		stripeEnvelope("charge.refunded", stripeChargeObject(kv{"metadata", `{}`})),
+		stripeEnvelope("refund.created", `{"id":"re_1","object":"refund","amount":300,"currency":"cny","charge":"ch_1",`+
+			`"metadata":{},"payment_intent":"pi_1","status":"succeeded"}`),
+		stripeEnvelope("refund.updated", `{"id":"re_1","object":"refund","amount":300,"currency":"cny","payment_intent":null,"status":"failed"}`),
 	}
 	for _, v := range readStripeVectors(tb) {
 		body, err := os.ReadFile(filepath.Join("testdata", v.file))
@@ -60,8 +63,12 @@ func checkStripeEvent(t *testing.T, fn string, ev payment.Event, err error) {
 		}
 	case ev.Kind != payment.KindPaid && ev.Kind != payment.KindPending && ev.Kind != payment.KindRefund:
 		t.Fatalf("%s made kind %q", fn, ev.Kind)
-	case ev.Kind == payment.KindRefund && (!ev.RefundIsTotal || ev.RefundFen != ev.AmountFen):
-		t.Fatalf("%s made a refund that is not a running total: %+v", fn, ev)
+	case ev.Kind == payment.KindRefund && ev.RefundFen != ev.AmountFen:
+		t.Fatalf("%s made a refund whose amount is not the event's: %+v", fn, ev)
+	case ev.Kind == payment.KindRefund && (ev.Status == "charge.refunded") != ev.RefundIsTotal:
+		t.Fatalf("%s: charge.refunded states the running total and a Refund object its own amount: %+v", fn, ev)
+	case ev.Kind == payment.KindRefund && !ev.RefundIsTotal && ev.RefundID == "":
+		t.Fatalf("%s made a refund of its own amount without its id: %+v", fn, ev)
 	case !payment.ValidTradeNo(ev.TradeNo) && !(ev.Kind == payment.KindRefund && ev.TradeNo == ""):
 		t.Fatalf("%s accepted trade_no %q", fn, ev.TradeNo)
 	case ev.ChannelTxnID == "" || len(ev.Currency) != 3 || strings.ToUpper(ev.Currency) != ev.Currency:
