@@ -202,6 +202,7 @@ func TestLedgerHistories(t *testing.T) {
 	byCategory := map[string]*seen{}
 	began := time.Now()
 	ran := 0
+	timing := map[string]time.Duration{}
 	for off := 0; off < n; off += size {
 		b := (start + uint64(off)) / uint64(size)
 		hs, own, shared := batchOf(b, size)
@@ -209,6 +210,9 @@ func TestLedgerHistories(t *testing.T) {
 		e := w.newExecution(hs[:k], own[:k], shared)
 		e.run()
 		ran += k
+		for phase, d := range e.timing {
+			timing[phase] += d
+		}
 		for _, f := range e.fatal {
 			t.Errorf("batch %d: %s", b, f)
 		}
@@ -227,6 +231,10 @@ func TestLedgerHistories(t *testing.T) {
 	rate := float64(ran) / took.Seconds()
 	t.Logf("%d histories (seeds %d..%d, %d per batch) in %s: %.1f histories/s; 100,000 would take about %s",
 		ran, start, start+uint64(ran)-1, size, took.Round(time.Millisecond), rate, (time.Duration(100_000/rate) * time.Second).Round(time.Minute))
+	t.Logf("time by phase: %v", timing)
+	for op, v := range w.ops {
+		t.Logf("%s: %d, %s each", op, v[1], v[0]/v[1])
+	}
 	if len(byCategory) == 0 {
 		return
 	}

@@ -24,13 +24,13 @@ const (
 
 // Line is one line of a channel's bill that the history puts there.
 type Line struct {
-	Channel  string
-	Day      int // the channel day whose bill carries it
-	Refund   bool
-	Attempt  int
-	RefundK  int // index into History.Refunds, for refunds
+	Channel   string
+	Day       int // the channel day whose bill carries it
+	Refund    bool
+	Attempt   int
+	RefundK   int // index into History.Refunds, for refunds
 	AmountFen int64
-	At       time.Duration
+	At        time.Duration
 }
 
 // nearMidnight: a payment this close before its day's end is carried by the next day's bill, as

@@ -18,6 +18,8 @@ type member struct {
 	ids   IDs
 	steps []Step // its own steps
 	acked []bool // per message: answered with the channel's success at least once
+	// billed: the refunds (by index) and payments (by attempt) a good bill run has shown.
+	billedRefund, billedPay map[int]bool
 
 	mu       sync.Mutex
 	failures []failure
@@ -56,15 +58,27 @@ type execution struct {
 	workers int
 	trace   func(string) // each step, when replaying one history verbosely
 	fatal   []string     // failures of the execution itself (no history to blame)
+	timing  map[string]time.Duration
+}
+
+// timed adds the time fn takes to the phase's total.
+func (e *execution) timed(phase string, fn func()) {
+	t := time.Now()
+	fn()
+	if e.timing == nil {
+		e.timing = map[string]time.Duration{}
+	}
+	e.timing[phase] += time.Since(t)
 }
 
 // newExecution gives the histories their ids and days in the world; shared is the schedule of
 // shared steps.
 func (w *world) newExecution(hs []History, own [][]Step, shared []Step) *execution {
 	k := w.execs.Add(1) - 1
-	e := &execution{w: w, base: w.anchor.AddDate(0, 0, -7*int(k)), shared: shared, workers: 8}
+	e := &execution{w: w, base: w.anchor.AddDate(0, 0, -7*int(k)), shared: shared, workers: 16}
 	for i, h := range hs {
-		m := &member{h: h, ids: NewIDs(h, k), steps: own[i], acked: make([]bool, len(h.Messages()))}
+		m := &member{h: h, ids: NewIDs(h, k), steps: own[i], acked: make([]bool, len(h.Messages())),
+			billedRefund: map[int]bool{}, billedPay: map[int]bool{}}
 		e.members = append(e.members, m)
 	}
 	return e
@@ -92,29 +106,35 @@ func (e *execution) parallel(fn func(m *member)) {
 
 // run executes the rounds, the settling and the final checks.
 func (e *execution) run() {
-	e.parallel(func(m *member) {
-		if err := e.w.newOrder(m.h, m.ids, e.base); err != nil {
-			m.fail("setup", "creating the order: %v", err)
-		}
+	e.timed("orders", func() {
+		e.parallel(func(m *member) {
+			if err := e.w.newOrder(m.h, m.ids, e.base); err != nil {
+				m.fail("setup", "creating the order: %v", err)
+			}
+		})
 	})
 	for r := range Rounds {
 		e.happen(r)
-		e.parallel(func(m *member) {
-			for _, s := range m.steps {
+		e.timed("own steps", func() {
+			e.parallel(func(m *member) {
+				for _, s := range m.steps {
+					if s.R == r {
+						e.own(m, s)
+						e.invariant(m, r, s)
+					}
+				}
+			})
+		})
+		e.timed("shared steps", func() {
+			for _, s := range e.shared {
 				if s.R == r {
-					e.own(m, s)
-					e.invariant(m, r, s)
+					e.sharedStep(s, r)
 				}
 			}
 		})
-		for _, s := range e.shared {
-			if s.R == r {
-				e.sharedStep(s, r)
-			}
-		}
 	}
-	e.settle()
-	e.final()
+	e.timed("settle", e.settle)
+	e.timed("final", e.final)
 }
 
 // happen moves the fake channel to the end of round r: every event before it has happened.
@@ -141,6 +161,8 @@ func (e *execution) say(format string, args ...any) {
 func (e *execution) own(m *member, s Step) {
 	switch s.Op {
 	case OpDeliver:
+		t0 := time.Now()
+		defer func() { e.w.opTime("deliver", time.Since(t0)) }()
 		acked, err := e.w.deliver(m.h, m.ids, e.base, s.N)
 		if err != nil {
 			m.fail("delivery refused", "message %d (%s): %v", s.N, m.h.Messages()[s.N].Kind, err)
@@ -148,6 +170,8 @@ func (e *execution) own(m *member, s Step) {
 		m.acked[s.N] = m.acked[s.N] || acked
 		e.say("%s: acked %v", s, acked)
 	case OpQuery:
+		t0 := time.Now()
+		defer func() { e.w.opTime("query", time.Since(t0)) }()
 		if err := e.w.query(m.h.Attempts[s.N].Channel, m.ids.TradeNo); err != nil {
 			m.fail("query failed", "attempt %d: %v", s.N, err)
 		}
@@ -159,12 +183,14 @@ func (e *execution) own(m *member, s Step) {
 // refunded total so far of the payment the order holds, nor that payment; and the order holds
 // only a payment the buyer made.
 func (e *execution) invariant(m *member, r int, s Step) {
-	bs, err := e.w.read([]*member{m})
+	t0 := time.Now()
+	defer func() { e.w.opTime("invariant", time.Since(t0)) }()
+	b, err := e.w.order(m.ids.TradeNo)
 	if err != nil {
 		m.fail("setup", "reading the books: %v", err)
 		return
 	}
-	e.check(m, bs[m.ids.TradeNo], r, s)
+	e.check(m, b, r, s)
 }
 
 func (e *execution) check(m *member, b *books, r int, s Step) {
@@ -268,6 +294,10 @@ func (e *execution) bill(s Step, r int) {
 	case BillOK:
 		if runErr != nil {
 			e.blame("bill: a good bill failed", "%s: %v", s, runErr)
+			return
+		}
+		for _, m := range e.members {
+			e.billed(m, bd, after[m.ids.TradeNo], s)
 		}
 	case BillTruncated:
 		if runErr == nil {
@@ -289,6 +319,39 @@ func (e *execution) bill(s Step, r int) {
 	}
 }
 
+// billed is the check after a good bill: every line of it is counted. A payment it shows makes
+// the order PAID; a refund it shows of the payment the order holds is in refunded_fen (with
+// every refund shown by earlier good bills: each counts once, so their sum is a floor).
+func (e *execution) billed(m *member, bd BillDay, b *books, s Step) {
+	for _, l := range m.h.Lines() {
+		if l.Channel != bd.Channel || l.Day != bd.Day {
+			continue
+		}
+		if l.Refund {
+			m.billedRefund[l.RefundK] = true
+		} else {
+			m.billedPay[l.Attempt] = true
+		}
+	}
+	if len(m.billedPay) > 0 && b.Status != StatusPaid {
+		m.fail("step: a payment on a good bill is not applied", "after %s: books %s", s, b)
+	}
+	holder := slices.Index(m.ids.Txn, b.Txn)
+	if holder < 0 {
+		return
+	}
+	var floor int64
+	for k := range m.billedRefund {
+		if r := m.h.Refunds[k]; r.Attempt == holder {
+			floor += r.Fen
+		}
+	}
+	if b.RefundedFen < floor {
+		m.fail("step: a refund on a good bill is not counted", "after %s: refunded_fen %d, the good bills so far show %d of refunds (books: %s)",
+			s, b.RefundedFen, floor, b)
+	}
+}
+
 // settle makes sure every source has been seen: every message delivered until acknowledged
 // (three tries), every attempt asked about, every bill day run as the channel made it.
 func (e *execution) settle() {
@@ -307,6 +370,7 @@ func (e *execution) settle() {
 				m.fail("settle: a notification is never acknowledged", "message %d (%s) answered retry three times", n, m.h.Messages()[n].Kind)
 			}
 		}
+		e.notified(m)
 		for i, a := range m.h.Attempts {
 			if err := e.w.query(a.Channel, m.ids.TradeNo); err != nil {
 				m.fail("query failed", "attempt %d: %v", i, err)
@@ -315,6 +379,30 @@ func (e *execution) settle() {
 	})
 	for _, bd := range e.billDays() {
 		e.sharedStep(Step{R: Rounds - 1, Op: OpBill, Channel: bd.Channel, Day: bd.Day}, Rounds-1)
+	}
+}
+
+// notified is the check once every notification has been acknowledged, before any other
+// source is asked again: the notifications alone state every payment and every refund (Alipay's
+// last refund_fee states them all), so an order paid by any of them holds one, and its
+// refunded_fen is already the channel's total. A refund that arrived before its payment and was
+// acknowledged without a record fails here, even when a later bill repairs it.
+func (e *execution) notified(m *member) {
+	b, err := e.w.order(m.ids.TradeNo)
+	if err != nil {
+		m.fail("setup", "reading the books: %v", err)
+		return
+	}
+	if len(m.h.Payers()) == 0 || slices.Contains(m.acked, false) {
+		return
+	}
+	holder := slices.Index(m.ids.Txn, b.Txn)
+	if holder < 0 {
+		return // the final check tells what is wrong
+	}
+	if want := m.h.RefundedBefore(holder, Window+time.Hour); b.RefundedFen < want {
+		m.fail("settle: a refund notified and acknowledged is not counted", "every notification acknowledged: refunded_fen %d, the channel refunded %d (books: %s)",
+			b.RefundedFen, want, b)
 	}
 }
 

@@ -58,6 +58,8 @@ type world struct {
 	execs  atomic.Uint64 // executions so far: each gets its own days and ids
 	anchor time.Time     // the base of execution 0
 
+	opMu    sync.Mutex
+	ops     map[string][2]time.Duration // total time and count per operation
 	errLogs atomic.Int64 // error-level log lines (the identity watcher's "went back in time")
 	log     zerolog.Logger
 }
@@ -118,6 +120,8 @@ func newWorld(t testing.TB) *world {
 	if w.sqlDB, err = sql.Open("mysql", w.dsn); err != nil {
 		t.Fatal(err)
 	}
+	w.sqlDB.SetMaxOpenConns(64)
+	w.sqlDB.SetMaxIdleConns(64)
 	t.Cleanup(func() { _ = w.sqlDB.Close() })
 	w.anchor = time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -8)
 	w.proc = w.start("paygw-history:" + testenv.Random(6) + ":")
@@ -324,17 +328,27 @@ func (b books) String() string {
 	return fmt.Sprintf("%s %s %s refunded %d, anomalies %v, refunds [%s]", b.Status, b.Channel, b.Txn, b.RefundedFen, b.Anomalies, b.Refunds)
 }
 
+// order reads the order row alone: what the check after every step needs.
+func (w *world) order(tradeNo string) (*books, error) {
+	var b books
+	err := w.sqlDB.QueryRow(`SELECT status, COALESCE(channel, ''), COALESCE(channel_txn_id, ''), refunded_fen FROM orders
+		WHERE trade_no = ?`, tradeNo).Scan(&b.Status, &b.Channel, &b.Txn, &b.RefundedFen)
+	return &b, err
+}
+
 // read reads the books of the orders of members, keyed by trade_no.
 func (w *world) read(members []*member) (map[string]*books, error) {
 	ctx := context.Background()
 	out := map[string]*books{}
-	var tradeNos, txns []any
+	var tradeNos []any
+	txns := map[string][]any{} // by channel
 	txnOwner := map[string]string{}
 	for _, m := range members {
 		out[m.ids.TradeNo] = &books{}
 		tradeNos = append(tradeNos, m.ids.TradeNo)
-		for _, t := range m.ids.Txn {
-			txns = append(txns, t)
+		for i, t := range m.ids.Txn {
+			ch := m.h.Attempts[i].Channel
+			txns[ch] = append(txns[ch], t)
 			txnOwner[t] = m.ids.TradeNo
 		}
 	}
@@ -367,22 +381,31 @@ func (w *world) read(members []*member) (map[string]*books, error) {
 		out[tn].Anomalies = append(out[tn].Anomalies, kind+" "+ch+" "+txn)
 	}
 	rows.Close()
-	if rows, err = w.sqlDB.QueryContext(ctx, `SELECT channel_txn_id, status, amount_fen FROM refund WHERE channel_txn_id IN (`+in(len(txns))+`)
-		ORDER BY channel_txn_id, status, amount_fen`, txns...); err != nil {
-		return nil, err
-	}
-	for rows.Next() {
-		var txn, status string
-		var fen int64
-		if err := rows.Scan(&txn, &status, &fen); err != nil {
-			rows.Close()
+	for _, ch := range Channels {
+		if len(txns[ch]) == 0 {
+			continue
+		}
+		if rows, err = w.sqlDB.QueryContext(ctx, `SELECT channel_txn_id, status, amount_fen FROM refund
+			WHERE channel = ? AND channel_txn_id IN (`+in(len(txns[ch]))+`) ORDER BY channel_txn_id, status, amount_fen`,
+			append([]any{ch}, txns[ch]...)...); err != nil {
 			return nil, err
 		}
-		b := out[txnOwner[txn]]
-		b.Refunds = strings.TrimSpace(b.Refunds + fmt.Sprintf(" %s:%d", status, fen))
+		for rows.Next() {
+			var txn, status string
+			var fen int64
+			if err := rows.Scan(&txn, &status, &fen); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			b := out[txnOwner[txn]]
+			b.Refunds = strings.TrimSpace(b.Refunds + fmt.Sprintf(" %s:%d", status, fen))
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
 	}
-	rows.Close()
-	return out, rows.Err()
+	return out, nil
 }
 
 // dayRun is what a day's bill run left: its run row, staged lines and discrepancy rows.
@@ -430,4 +453,14 @@ func (w *world) classes(runID int64) (map[string]map[string]int, error) {
 		out[tn][class]++
 	}
 	return out, rows.Err()
+}
+
+func (w *world) opTime(op string, d time.Duration) {
+	w.opMu.Lock()
+	defer w.opMu.Unlock()
+	if w.ops == nil {
+		w.ops = map[string][2]time.Duration{}
+	}
+	v := w.ops[op]
+	w.ops[op] = [2]time.Duration{v[0] + d, v[1] + 1}
 }
