@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/paygw/paygw/simulate"
 )
 
 // member is one history in an execution.
@@ -20,6 +22,7 @@ type member struct {
 	acked []bool // per message: answered with the channel's success at least once
 	// billed: the refunds (by index) and payments (by attempt) a good bill run has shown.
 	billedRefund, billedPay map[int]bool
+	signed                  map[int]simulate.Message // per message, as first signed: a retry repeats it
 
 	mu       sync.Mutex
 	failures []failure
@@ -75,10 +78,10 @@ func (e *execution) timed(phase string, fn func()) {
 // shared steps.
 func (w *world) newExecution(hs []History, own [][]Step, shared []Step) *execution {
 	k := w.execs.Add(1) - 1
-	e := &execution{w: w, base: w.anchor.AddDate(0, 0, -7*int(k)), shared: shared, workers: 16}
+	e := &execution{w: w, base: w.anchor.AddDate(0, 0, -7*int(k)), shared: shared, workers: 32}
 	for i, h := range hs {
 		m := &member{h: h, ids: NewIDs(h, k), steps: own[i], acked: make([]bool, len(h.Messages())),
-			billedRefund: map[int]bool{}, billedPay: map[int]bool{}}
+			billedRefund: map[int]bool{}, billedPay: map[int]bool{}, signed: map[int]simulate.Message{}}
 		e.members = append(e.members, m)
 	}
 	return e
@@ -163,7 +166,7 @@ func (e *execution) own(m *member, s Step) {
 	case OpDeliver:
 		t0 := time.Now()
 		defer func() { e.w.opTime("deliver", time.Since(t0)) }()
-		acked, err := e.w.deliver(m.h, m.ids, e.base, s.N)
+		acked, err := e.w.deliver(m, e.base, s.N)
 		if err != nil {
 			m.fail("delivery refused", "message %d (%s): %v", s.N, m.h.Messages()[s.N].Kind, err)
 		}
@@ -226,7 +229,7 @@ func (e *execution) sharedStep(s Step, r int) {
 		before := e.w.errLogs.Load()
 		e.w.restart(s.Flush)
 		if e.w.errLogs.Load() != before {
-			e.blame("restart: error logged at start", "after %s the new process logged an error (the identity check: a purge taken for a restore?)", s)
+			e.blame(nil, "restart: error logged at start", "after %s the new process logged an error (the identity check: a purge taken for a restore?)", s)
 		}
 	case OpBill:
 		e.bill(s, r)
@@ -241,10 +244,20 @@ func (e *execution) sharedStep(s Step, r int) {
 	}
 }
 
-// blame records a failure against every history of the execution.
-func (e *execution) blame(category, format string, args ...any) {
+// blame records a failure against every history of the execution, or, when on is not nil,
+// against those for which on is true.
+func (e *execution) blame(on func(*member) bool, category, format string, args ...any) {
 	for _, m := range e.members {
-		m.fail(category, format, args...)
+		if on == nil || on(m) {
+			m.fail(category, format, args...)
+		}
+	}
+}
+
+// onDay reports whether a history has lines on bd's bill, or is the one an invented line claims.
+func onDay(bd BillDay, s Step) func(*member) bool {
+	return func(m *member) bool {
+		return slices.Contains(m.h.BillDays(), bd) || s.Variant == BillInvented && s.Seed == m.h.Seed
 	}
 }
 
@@ -293,7 +306,7 @@ func (e *execution) bill(s Step, r int) {
 	switch s.Variant {
 	case BillOK:
 		if runErr != nil {
-			e.blame("bill: a good bill failed", "%s: %v", s, runErr)
+			e.blame(onDay(bd, s), "bill: a good bill failed", "%s: %v", s, runErr)
 			return
 		}
 		for _, m := range e.members {
@@ -301,19 +314,19 @@ func (e *execution) bill(s Step, r int) {
 		}
 	case BillTruncated:
 		if runErr == nil {
-			e.blame("bill: a cut-short bill ran", "%s ran: %v", s, rep.Counts)
+			e.blame(onDay(bd, s), "bill: a cut-short bill ran", "%s ran: %v", s, rep.Counts)
 		}
 		changed("a failed run changed the books")
 		// The day's complete run stays its result: a failed run may leave a run row of its own,
 		// never finished, but nothing of the previous run changes.
 		if runAfter, err := e.w.dayRun(bd, date); err != nil {
 			e.fatal = append(e.fatal, err.Error())
-		} else if runAfter != runBefore && (runBefore != "no run" || strings.HasPrefix(runAfter, "run finished=true")) {
-			e.blame("bill: a failed run changed its day's run", "%s: before %s; after %s", s, runBefore, runAfter)
+		} else if runAfter != runBefore {
+			e.blame(onDay(bd, s), "bill: a failed run changed its day's run", "%s: before %s; after %s", s, runBefore, runAfter)
 		}
 	case BillUntrusted, BillInvented:
 		if runErr == nil && rep.Trusted {
-			e.blame("bill: a contradictory bill was trusted", "%s: %v", s, rep.Counts)
+			e.blame(onDay(bd, s), "bill: a contradictory bill was trusted", "%s: %v", s, rep.Counts)
 		}
 		changed("an untrusted bill repaired")
 	}
@@ -360,7 +373,7 @@ func (e *execution) settle() {
 		order := rng.Perm(len(m.acked))
 		for _, n := range order {
 			for try := 0; try < 3 && !m.acked[n]; try++ {
-				acked, err := e.w.deliver(m.h, m.ids, e.base, n)
+				acked, err := e.w.deliver(m, e.base, n)
 				if err != nil {
 					m.fail("delivery refused", "message %d (%s): %v", n, m.h.Messages()[n].Kind, err)
 				}
@@ -496,7 +509,7 @@ func (e *execution) final() {
 		}
 		rep, err := e.w.runBill(bd, Date(e.base, bd), file, false)
 		if err != nil {
-			e.blame("final: a good bill failed", "re-run of %s: %v", bd, err)
+			e.blame(onDay(bd, Step{}), "final: a good bill failed", "re-run of %s: %v", bd, err)
 			continue
 		}
 		rows, err := e.w.classes(rep.RunID)

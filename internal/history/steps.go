@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Op is what a step does.
@@ -189,7 +190,7 @@ func (h History) GoString() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "History{Seed: %d, AmountFen: %d, Attempts: []Attempt{", h.Seed, h.AmountFen)
 	for _, a := range h.Attempts {
-		fmt.Fprintf(&b, "{Channel: %q, Outcome: %q, At: %d", a.Channel, a.Outcome, a.At)
+		fmt.Fprintf(&b, "{Channel: %s, Outcome: %s, At: %s", channelConst[a.Channel], outcomeConst[a.Outcome], goDuration(a.At))
 		for _, f := range []struct {
 			name string
 			on   bool
@@ -202,7 +203,7 @@ func (h History) GoString() string {
 	}
 	b.WriteString("}, Refunds: []Refund{")
 	for _, r := range h.Refunds {
-		fmt.Fprintf(&b, "{Attempt: %d, Fen: %d, At: %d", r.Attempt, r.Fen, r.At)
+		fmt.Fprintf(&b, "{Attempt: %d, Fen: %d, At: %s", r.Attempt, r.Fen, goDuration(r.At))
 		if r.NoBillID {
 			b.WriteString(", NoBillID: true")
 		}
@@ -215,14 +216,14 @@ func (h History) GoString() string {
 // GoString renders a step as a Go literal.
 func (s Step) GoString() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "{R: %d, Op: %q", s.R, s.Op)
+	fmt.Fprintf(&b, "{R: %d, Op: %s", s.R, opConst[s.Op])
 	switch s.Op {
 	case OpDeliver, OpQuery:
 		fmt.Fprintf(&b, ", N: %d", s.N)
 	case OpBill:
-		fmt.Fprintf(&b, ", Channel: %q, Day: %d", s.Channel, s.Day)
+		fmt.Fprintf(&b, ", Channel: %s, Day: %d", channelConst[s.Channel], s.Day)
 		if s.Variant != BillOK {
-			fmt.Fprintf(&b, ", Variant: %q", s.Variant)
+			fmt.Fprintf(&b, ", Variant: %s", variantConst[s.Variant])
 		}
 		if s.Variant == BillInvented {
 			fmt.Fprintf(&b, ", Seed: %d, N: %d", s.Seed, s.N)
@@ -234,4 +235,28 @@ func (s Step) GoString() string {
 	}
 	b.WriteString("}")
 	return b.String()
+}
+
+// The names of the constants GoString writes.
+var (
+	channelConst = map[string]string{Alipay: "Alipay", WeChat: "WeChat", Stripe: "Stripe", UnionPay: "UnionPay"}
+	outcomeConst = map[Outcome]string{Paid: "Paid", Closed: "Closed", Open: "Open"}
+	opConst      = map[Op]string{OpDeliver: "OpDeliver", OpQuery: "OpQuery", OpBill: "OpBill", OpPurge: "OpPurge", OpRestart: "OpRestart"}
+	variantConst = map[Variant]string{BillTruncated: "BillTruncated", BillUntrusted: "BillUntrusted", BillInvented: "BillInvented"}
+)
+
+// goDuration writes an offset as Go: 26*time.Hour + 3*time.Second.
+func goDuration(d time.Duration) string {
+	h, m, s := d/time.Hour, d%time.Hour/time.Minute, d%time.Minute/time.Second
+	var parts []string
+	if h != 0 {
+		parts = append(parts, fmt.Sprintf("%d*time.Hour", h))
+	}
+	if m != 0 {
+		parts = append(parts, fmt.Sprintf("%d*time.Minute", m))
+	}
+	if s != 0 || len(parts) == 0 {
+		parts = append(parts, fmt.Sprintf("%d*time.Second", s))
+	}
+	return strings.Join(parts, " + ")
 }

@@ -29,6 +29,20 @@ func NewSigners(m map[string]simulate.Signer) Signers {
 	}
 }
 
+// Resign signs a message rendered by Sign again at now, as WeChat and Stripe sign every
+// delivery afresh (the others sign the body alone, which a retry repeats as it was).
+func (s Signers) Resign(channel string, m simulate.Message, now time.Time) (simulate.Message, error) {
+	var err error
+	switch channel {
+	case WeChat:
+		m.Header, err = s.WeChat.SignBody(m.Body, now)
+	case Stripe:
+		m.Header = m.Header.Clone()
+		m.Header.Set("Stripe-Signature", simulate.SignStripe(m.Body, s.StripeSecret, now))
+	}
+	return m, err
+}
+
 // Sign renders message n of h as its channel sends it, signed at now (channels sign every
 // delivery afresh; the event's own times are the truth's). The notification id is the same at
 // every delivery of a message.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -60,7 +59,7 @@ type world struct {
 
 	opMu    sync.Mutex
 	ops     map[string][2]time.Duration // total time and count per operation
-	errLogs atomic.Int64 // error-level log lines (the identity watcher's "went back in time")
+	errLogs atomic.Int64                // error-level log lines (the identity watcher's "went back in time")
 	log     zerolog.Logger
 }
 
@@ -253,8 +252,15 @@ func (w *world) newOrder(h History, ids IDs, base time.Time) error {
 
 // deliver signs message n afresh and posts it to the channel's notify_url; acked reports the
 // channel's success reply (Alipay's is the body "success", the others' a 2xx).
-func (w *world) deliver(h History, ids IDs, base time.Time, n int) (acked bool, err error) {
-	ch, m, err := w.signers.Sign(h, ids, base, n, time.Now())
+func (w *world) deliver(mb *member, base time.Time, n int) (acked bool, err error) {
+	ch := mb.h.Attempts[mb.h.Messages()[n].Attempt].Channel
+	m, signed := mb.signed[n]
+	if signed {
+		m, err = w.signers.Resign(ch, m, time.Now())
+	} else {
+		_, m, err = w.signers.Sign(mb.h, mb.ids, base, n, time.Now())
+		mb.signed[n] = m
+	}
 	if err != nil {
 		return false, err
 	}
@@ -408,30 +414,48 @@ func (w *world) read(members []*member) (map[string]*books, error) {
 	return out, nil
 }
 
-// dayRun is what a day's bill run left: its run row, staged lines and discrepancy rows.
+// dayRun describes the day's complete runs (finished ones): each run row, the lines it staged
+// and the day's discrepancy rows. A failed or running run's own row is left out: it may exist,
+// but nothing of the complete ones may change.
 func (w *world) dayRun(bd BillDay, date time.Time) (string, error) {
-	var id sql.NullInt64
-	var finished sql.NullTime
-	var lines, trusted sql.NullInt64
-	var counts sql.NullString
-	err := w.sqlDB.QueryRow(`SELECT id, finished_at, line_count, trusted, counts_json FROM recon_run WHERE channel = ? AND bill_date = ?`,
-		bd.Channel, date.Format(time.DateOnly)).Scan(&id, &finished, &lines, &trusted, &counts)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "no run", nil
-	} else if err != nil {
+	rows, err := w.sqlDB.Query(`SELECT id, line_count, trusted, COALESCE(counts_json, '') FROM recon_run
+		WHERE channel = ? AND bill_date = ? AND finished_at IS NOT NULL ORDER BY id`, bd.Channel, date.Format(time.DateOnly))
+	if err != nil {
 		return "", err
 	}
-	var staged, stagedFen, rowsN int64
-	if err := w.sqlDB.QueryRow(`SELECT COUNT(*), COALESCE(SUM(amount_fen), 0) FROM recon_line WHERE run_id = ?`, id).Scan(&staged, &stagedFen); err != nil {
-		return "", err
+	type run struct {
+		id, lines, trusted int64
+		counts             string
 	}
+	var runs []run
+	for rows.Next() {
+		var r run
+		if err := rows.Scan(&r.id, &r.lines, &r.trusted, &r.counts); err != nil {
+			rows.Close()
+			return "", err
+		}
+		runs = append(runs, r)
+	}
+	rows.Close()
+	if len(runs) == 0 {
+		return "no complete run", rows.Err()
+	}
+	var b strings.Builder
+	for _, r := range runs {
+		var staged, stagedFen int64
+		if err := w.sqlDB.QueryRow(`SELECT COUNT(*), COALESCE(SUM(amount_fen), 0) FROM recon_line WHERE run_id = ?`, r.id).Scan(&staged, &stagedFen); err != nil {
+			return "", err
+		}
+		fmt.Fprintf(&b, "run %d: %d lines, trusted %d, counts %s, %d lines staged (%d fen); ", r.id, r.lines, r.trusted, r.counts, staged, stagedFen)
+	}
+	var n int64
 	var classes sql.NullString
 	if err := w.sqlDB.QueryRow(`SELECT COUNT(*), GROUP_CONCAT(CONCAT(line_key, '=', class) ORDER BY line_key) FROM recon_discrepancy
-		WHERE channel = ? AND bill_date = ?`, bd.Channel, date.Format(time.DateOnly)).Scan(&rowsN, &classes); err != nil {
+		WHERE channel = ? AND bill_date = ?`, bd.Channel, date.Format(time.DateOnly)).Scan(&n, &classes); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("run finished=%v lines=%d trusted=%d counts=%s; staged %d lines (%d fen); %d rows %s",
-		finished.Valid, lines.Int64, trusted.Int64, counts.String, staged, stagedFen, rowsN, classes.String), nil
+	fmt.Fprintf(&b, "%d discrepancy rows %s", n, classes.String)
+	return b.String(), nil
 }
 
 // classes reads the discrepancy rows of a run, by trade_no.
