@@ -163,9 +163,8 @@ func Generate(seed uint64) History {
 		case Alipay:
 			a.GBK, a.CloseNotify = rng.IntN(3) == 0, rng.IntN(2) == 0
 		}
-		if a.Outcome == Paid && rng.IntN(8) == 0 {
-			// Near midnight: the channel's bill may carry it on the next day (see Lines).
-			day := DayOf(a.Channel, a.At)
+		if day := DayOf(a.Channel, a.At); a.Outcome == Paid && rng.IntN(8) == 0 && dayEnd(a.Channel, day) <= Window-6*time.Hour {
+			// Near midnight: the channel's bill carries it on the next day (see Lines).
 			a.At = dayEnd(a.Channel, day) - time.Duration(1+rng.IntN(100))*time.Second
 		}
 		h.Attempts = append(h.Attempts, a)
@@ -203,7 +202,10 @@ func Generate(seed uint64) History {
 		default:
 			fen = 1 + rng.Int64N(left[p])
 		}
-		at := randomTime(rng, last[p]+time.Minute, Window)
+		if last[p]+time.Minute >= Window-time.Minute {
+			continue // no time left in the window
+		}
+		at := randomTime(rng, last[p]+time.Minute, Window-time.Minute)
 		r := Refund{Attempt: p, Fen: fen, At: at}
 		if h.Attempts[p].Channel == Alipay && rng.IntN(3) == 0 {
 			r.NoBillID = true
@@ -217,11 +219,8 @@ func Generate(seed uint64) History {
 	return h
 }
 
-// randomTime is a whole second in [from, to) (to when from >= to).
+// randomTime is a whole second in [from, to); from < to.
 func randomTime(rng *rand.Rand, from, to time.Duration) time.Duration {
-	if from >= to {
-		return to.Truncate(time.Second)
-	}
 	return (from + time.Duration(rng.Int64N(int64(to-from)))).Truncate(time.Second)
 }
 
