@@ -163,8 +163,9 @@ func Generate(seed uint64) History {
 		case Alipay:
 			a.GBK, a.CloseNotify = rng.IntN(3) == 0, rng.IntN(2) == 0
 		}
-		if day := DayOf(a.Channel, a.At); a.Outcome == Paid && rng.IntN(8) == 0 && dayEnd(a.Channel, day) <= Window-6*time.Hour {
-			// Near midnight: the channel's bill carries it on the next day (see Lines).
+		if day := DayOf(a.Channel, a.At); a.Outcome == Paid && a.Channel != Stripe && rng.IntN(8) == 0 && dayEnd(a.Channel, day) <= Window-6*time.Hour {
+			// Near midnight: the Chinese channels' bill carries it on the next day (see Lines).
+			// Stripe's report is cut by created time exactly.
 			a.At = dayEnd(a.Channel, day) - time.Duration(1+rng.IntN(100))*time.Second
 		}
 		h.Attempts = append(h.Attempts, a)

@@ -226,6 +226,9 @@ func TestLedgerHistories(t *testing.T) {
 		for phase, d := range e.timing {
 			timing[phase] += d
 		}
+		if batches := off/size + 1; batches%8 == 0 {
+			t.Logf("%d histories in %s: %.1f a second", ran, time.Since(began).Round(time.Second), float64(ran)/time.Since(began).Seconds())
+		}
 		for _, f := range e.fatal {
 			t.Errorf("batch %d: %s", b, f)
 		}

@@ -33,8 +33,8 @@ type Line struct {
 	At        time.Duration
 }
 
-// nearMidnight: a payment this close before its day's end is carried by the next day's bill, as
-// channels settle payments that straddle midnight.
+// nearMidnight: a payment this close before its day's end is carried by the next day's bill of
+// the Chinese channels, which settle payments that straddle midnight on the next day.
 const nearMidnight = 100 * time.Second
 
 // Lines lists the bill lines of h: a payment line per paid attempt, on the bill of its channel
@@ -47,7 +47,7 @@ func (h History) Lines() []Line {
 			continue
 		}
 		day := DayOf(a.Channel, a.At)
-		if dayEnd(a.Channel, day)-a.At <= nearMidnight {
+		if a.Channel != Stripe && dayEnd(a.Channel, day)-a.At <= nearMidnight {
 			day++
 		}
 		ls = append(ls, Line{Channel: a.Channel, Day: day, Attempt: i, AmountFen: 0, At: a.At})

@@ -42,6 +42,35 @@ var regressions = []Script{
 	{Name: "untrusted bill repairs", History: History{Seed: 5, AmountFen: 700, Attempts: []Attempt{
 		{Channel: WeChat, Outcome: Open, At: 10 * time.Hour}}},
 		Steps: []Step{{R: 5, Op: OpBill, Channel: WeChat, Day: 1, Variant: BillInvented, Seed: 5, N: 0}}},
+	// Issue 20 #6: the Alipay bill of day 0 run as the bill of day 3: its lines repair an order.
+	{Name: "another day's bill", History: History{Seed: 6, AmountFen: 800, Attempts: []Attempt{
+		{Channel: Alipay, Outcome: Paid, At: 10 * time.Hour}}},
+		Steps: []Step{{R: 2, Op: OpBill, Channel: Alipay, Day: 0, Variant: BillWrongDay}}},
+	// Issue 20 #7: a good run of a day, then a run of a cut-short file of the same day: the
+	// failed run deleted the complete run's staged lines, which the neighbour days' LOCAL_ONLY
+	// logic reads.
+	{Name: "failed run corrupts the day's run", History: History{Seed: 7, AmountFen: 900, Attempts: []Attempt{
+		{Channel: Alipay, Outcome: Paid, At: 10 * time.Hour}}},
+		Steps: []Step{{R: 2, Op: OpDeliver, N: 0}, {R: 2, Op: OpBill, Channel: Alipay, Day: 0}, {R: 3, Op: OpBill, Channel: Alipay, Day: 0, Variant: BillTruncated}}},
+	// Issue 20 #10: a purge empties idempotent_record; the next process start takes it for a
+	// restore ("the database went back in time", at error) and starts a new epoch.
+	{Name: "purge taken for a restore", History: History{Seed: 10, AmountFen: 1000, Attempts: []Attempt{
+		{Channel: WeChat, Outcome: Paid, At: 10 * time.Hour}}},
+		Steps: []Step{{R: 2, Op: OpDeliver, N: 0}, {R: 3, Op: OpPurge}, {R: 3, Op: OpRestart}}},
+	// Found by the check: a bill line that names its refund (UnionPay's queryId) is matched by
+	// payment and amount to another refund of the same amount, when its own is not recorded
+	// yet: two refunds of 38.10, the bill shows both, one is counted.
+	{Name: "bill line matched to another refund of its amount", History: History{Seed: 11, AmountFen: 10000, Attempts: []Attempt{
+		{Channel: UnionPay, Outcome: Paid, At: 10 * time.Hour}},
+		Refunds: []Refund{{Attempt: 0, Fen: 3810, At: 20 * time.Hour}, {Attempt: 0, Fen: 3810, At: 30 * time.Hour}}},
+		Steps: []Step{{R: 2, Op: OpDeliver, N: 0}, {R: 4, Op: OpDeliver, N: 2}, {R: 5, Op: OpBill, Channel: UnionPay, Day: 1}}},
+	// Found by the check: a refund recorded from the bill, then the retention purge and a Redis
+	// flush; its notification then fails on the refund row's unique key, finds no record ("record
+	// vanished after duplicate key") and is answered "retry" at every delivery, for good.
+	{Name: "refund notification after a purge retried forever", History: History{Seed: 12, AmountFen: 5000, Attempts: []Attempt{
+		{Channel: UnionPay, Outcome: Paid, At: 10 * time.Hour}},
+		Refunds: []Refund{{Attempt: 0, Fen: 1000, At: 20 * time.Hour}}},
+		Steps: []Step{{R: 2, Op: OpDeliver, N: 0}, {R: 5, Op: OpBill, Channel: UnionPay, Day: 1}, {R: 5, Op: OpPurge}, {R: 5, Op: OpRestart, Flush: true}}},
 }
 
 // TestLedgerRegressions runs every scripted history alone.

@@ -275,12 +275,17 @@ func (e *execution) bill(s Step, r int) {
 		return
 	}
 	date := Date(e.base, bd)
+	runAs := bd // the day the run is of
+	if s.Variant == BillWrongDay {
+		runAs.Day += WrongDays
+		date = Date(e.base, runAs)
+	}
 	before, err := e.w.read(e.members)
 	if err != nil {
 		e.fatal = append(e.fatal, err.Error())
 		return
 	}
-	runBefore, err := e.w.dayRun(bd, date)
+	runBefore, err := e.w.dayRun(runAs, date)
 	if err != nil {
 		e.fatal = append(e.fatal, err.Error())
 		return
@@ -312,14 +317,19 @@ func (e *execution) bill(s Step, r int) {
 		for _, m := range e.members {
 			e.billed(m, bd, after[m.ids.TradeNo], s)
 		}
-	case BillTruncated:
+	case BillTruncated, BillWrongDay:
 		if runErr == nil {
-			e.blame(onDay(bd, s), "bill: a cut-short bill ran", "%s ran: %v", s, rep.Counts)
+			what := map[Variant]string{BillTruncated: "bill: a cut-short bill ran", BillWrongDay: "bill: another day's bill ran"}[s.Variant]
+			e.blame(onDay(bd, s), what, "%s ran as the bill of %s: %v", s, date.Format(time.DateOnly), rep.Counts)
 		}
-		changed("a failed run changed the books")
+		if s.Variant == BillWrongDay {
+			changed("another day's bill changed the books")
+		} else {
+			changed("a failed run changed the books")
+		}
 		// The day's complete run stays its result: a failed run may leave a run row of its own,
 		// never finished, but nothing of the previous run changes.
-		if runAfter, err := e.w.dayRun(bd, date); err != nil {
+		if runAfter, err := e.w.dayRun(runAs, date); err != nil {
 			e.fatal = append(e.fatal, err.Error())
 		} else if runAfter != runBefore {
 			e.blame(onDay(bd, s), "bill: a failed run changed its day's run", "%s: before %s; after %s", s, runBefore, runAfter)

@@ -32,7 +32,13 @@ const (
 	// paid there, with a summary that counts only the true lines: evidence that contradicts
 	// itself, and would make a wrong payment if believed.
 	BillInvented Variant = "invented"
+	// BillWrongDay: the file of Day, as the channel made it, run as the bill of Day+WrongDays:
+	// a bill of another day must be refused before anything is written.
+	BillWrongDay Variant = "wrong_day"
 )
+
+// WrongDays is how far from its own day a BillWrongDay file is run.
+const WrongDays = 3
 
 // Step is one step of an interleaving. Steps run round by round: at the start of round R every
 // channel event of the round happens (the fake channel's state moves on), then the histories'
@@ -114,7 +120,8 @@ func lateness(rng *rand.Rand) int {
 
 // SharedSteps is a random schedule of the steps a run's histories share: each bill day is run
 // once it exists (about half the time in its first round, else later), sometimes re-run,
-// sometimes cut short or untrusted (Alipay and WeChat, whose files can be; see Spoilable);
+// sometimes cut short or untrusted (Alipay and WeChat, whose files can be; see Spoilable), or
+// run as another day's;
 // purges and restarts in between. invent lists, per channel, attempts of the run never paid
 // there that an invented line may claim.
 func SharedSteps(seed uint64, days []BillDay, invent map[string][]Target) []Step {
@@ -131,7 +138,9 @@ func SharedSteps(seed uint64, days []BillDay, invent map[string][]Target) []Step
 			}
 			ran[bd] = true
 			s := Step{R: r, Op: OpBill, Channel: bd.Channel, Day: bd.Day}
-			if Spoilable(bd.Channel) {
+			if rng.IntN(20) == 0 {
+				s.Variant = BillWrongDay
+			} else if Spoilable(bd.Channel) {
 				switch x := rng.IntN(20); {
 				case x < 3:
 					s.Variant = BillTruncated
@@ -242,7 +251,8 @@ var (
 	channelConst = map[string]string{Alipay: "Alipay", WeChat: "WeChat", Stripe: "Stripe", UnionPay: "UnionPay"}
 	outcomeConst = map[Outcome]string{Paid: "Paid", Closed: "Closed", Open: "Open"}
 	opConst      = map[Op]string{OpDeliver: "OpDeliver", OpQuery: "OpQuery", OpBill: "OpBill", OpPurge: "OpPurge", OpRestart: "OpRestart"}
-	variantConst = map[Variant]string{BillTruncated: "BillTruncated", BillUntrusted: "BillUntrusted", BillInvented: "BillInvented"}
+	variantConst = map[Variant]string{BillTruncated: "BillTruncated", BillUntrusted: "BillUntrusted", BillInvented: "BillInvented",
+		BillWrongDay: "BillWrongDay"}
 )
 
 // goDuration writes an offset as Go: 26*time.Hour + 3*time.Second.
