@@ -72,6 +72,9 @@ func BillFile(base time.Time, bd BillDay, members []Member, v Variant, target Ta
 	if len(lines) == 0 && invented == nil {
 		return nil, false
 	}
+	if v == BillInvented && invented == nil {
+		v = BillUntrusted // the attempt it claims is not in this run: contradictory all the same
+	}
 	switch bd.Channel {
 	case Alipay:
 		return alipayBill(base, bd, lines, v, invented), true

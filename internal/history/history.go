@@ -2,7 +2,15 @@
 // order's truth at the channels, the messages each channel states about it in its own shape,
 // an interleaving of their delivery, and an oracle that says from the truth alone what paygw's
 // books must hold at the end. The driver that delivers histories through the real gateway lives
-// in the package's tests (TestLedgerHistories).
+// in the package's tests:
+//
+//	go test -race ./internal/history -run TestLedgerHistories            # 60 s of 128-history batches
+//	LEDGER_N=50 go test ./internal/history -run TestLedgerHistories      # a quick look
+//	LEDGER_SEED=123 go test -v ./internal/history -run TestLedgerHistories # one history, step by step
+//	go test ./internal/history -run TestLedgerRegressions                # the scripted cases
+//
+// LEDGER_START fixes the first seed of a run, LEDGER_BATCH the histories that share days and
+// bills, LEDGER_SHRINK how many failure categories get a shrunk script.
 package history
 
 import (
