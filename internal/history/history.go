@@ -308,9 +308,8 @@ func (h History) RunningTotal(k int) int64 {
 type IDs struct {
 	TradeNo string
 	Txn     []string // per attempt
-	Refund  []string // per refund
-	// Merchant refund numbers: Alipay's out_biz_no is the merchant's, and so is WeChat's
-	// out_refund_no (refund_id is WeChat's own).
+	Refund  []string // per refund: Alipay's out_biz_no, WeChat's refund_id, Stripe's re_, UnionPay's queryId
+	// NotifyBase prefixes the notification ids of the history's messages.
 	NotifyBase string
 }
 
@@ -323,13 +322,10 @@ func NewIDs(h History, ns uint64) IDs {
 		sum := sha256.Sum256(append(b[:], fmt.Sprintf("%s/%d", label, i)...))
 		return sum[:]
 	}
-	digits := func(b []byte, n int) string {
+	digits := func(b []byte, n int) string { // n <= 32, the digest's length
 		var s strings.Builder
-		for i := 0; s.Len() < n; i++ {
-			s.WriteByte('0' + b[i%len(b)]%10)
-			if i >= len(b) {
-				b = d(string(b[:4]), i)
-			}
+		for i := range n {
+			s.WriteByte('0' + b[i]%10)
 		}
 		return s.String()
 	}
@@ -337,7 +333,7 @@ func NewIDs(h History, ns uint64) IDs {
 		const set = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 		var s strings.Builder
 		for i := range n {
-			s.WriteByte(set[int(b[i%len(b)])%len(set)])
+			s.WriteByte(set[int(b[i])%len(set)])
 		}
 		return s.String()
 	}
