@@ -1,0 +1,319 @@
+package history
+
+import (
+	"archive/zip"
+	"bytes"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/text/encoding/simplifiedchinese"
+
+	"github.com/paygw/paygw/simulate"
+)
+
+// Merchant identities the bills carry in their headers and columns: the sandbox's (simulate's
+// fake channel writes the same).
+const (
+	AlipayPID = "2088102177846875"
+)
+
+// Member is one history of a run and its ids there.
+type Member struct {
+	H   History
+	IDs IDs
+}
+
+// billLine is a line as a file renders it.
+type billLine struct {
+	refund   bool
+	tradeNo  string
+	txn      string
+	refundID string // "" when the bill names none
+	fen      int64
+	at       time.Time
+}
+
+// BillFile renders the bill of bd in its channel's real format for the members' lines (and an
+// invented line when the variant asks for one of a member's attempts): Alipay's 业务明细 CSV
+// (GBK), WeChat's trade bill (ALL), Stripe's itemized balance report CSV, UnionPay's ZM file
+// (GBK, fixed width). ok is false when the bill has no line at all. Truncated and untrusted
+// variants are spoilt as Variant says; the caller picks the reader (see Open).
+func BillFile(base time.Time, bd BillDay, members []Member, v Variant, target Target) (file []byte, ok bool) {
+	var lines []billLine
+	var invented *billLine
+	for _, m := range members {
+		for _, l := range m.H.Lines() {
+			if l.Channel != bd.Channel || l.Day != bd.Day {
+				continue
+			}
+			bl := billLine{refund: l.Refund, tradeNo: m.IDs.TradeNo, txn: m.IDs.Txn[l.Attempt], fen: l.AmountFen, at: base.Add(l.At)}
+			if l.Refund {
+				bl.refundID = m.IDs.Refund[l.RefundK]
+				if m.H.Refunds[l.RefundK].NoBillID {
+					bl.refundID = ""
+				}
+			}
+			lines = append(lines, bl)
+		}
+		if v == BillInvented && m.H.Seed == target.Seed && target.Attempt < len(m.H.Attempts) &&
+			m.H.Attempts[target.Attempt].Channel == bd.Channel && m.H.Attempts[target.Attempt].Outcome != Paid {
+			start := dayStart(base, bd)
+			invented = &billLine{tradeNo: m.IDs.TradeNo, txn: m.IDs.Txn[target.Attempt], fen: m.H.AmountFen, at: start.Add(12 * time.Hour)}
+		}
+	}
+	slices.SortStableFunc(lines, func(a, b billLine) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		return strings.Compare(a.tradeNo, b.tradeNo)
+	})
+	if len(lines) == 0 && invented == nil {
+		return nil, false
+	}
+	if v == BillInvented && invented == nil {
+		v = BillUntrusted // the attempt it claims is not in this run: contradictory all the same
+	}
+	switch bd.Channel {
+	case Alipay:
+		return alipayBill(base, bd, lines, v, invented), true
+	case WeChat:
+		return wechatBill(lines, v, invented), true
+	case Stripe:
+		return stripeBill(lines), true
+	default:
+		return unionPayBill(base, bd, lines), true
+	}
+}
+
+// dayStart is when channel day bd starts.
+func dayStart(base time.Time, bd BillDay) time.Time {
+	y, m, d := base.In(Zone(bd.Channel)).Add(12 * time.Hour).Date()
+	return time.Date(y, m, d+bd.Day, 0, 0, 0, 0, Zone(bd.Channel))
+}
+
+// Date is the calendar date of channel day bd.
+func Date(base time.Time, bd BillDay) time.Time { return dayStart(base, bd) }
+
+func gbk(s string) []byte {
+	b, err := simplifiedchinese.GBK.NewEncoder().Bytes([]byte(s))
+	if err != nil {
+		panic(err) // the text is ours, and GBK holds every character of it
+	}
+	return b
+}
+
+func signedYuan(fen int64) string {
+	if fen < 0 {
+		return "-" + simulate.Yuan(-fen)
+	}
+	return simulate.Yuan(fen)
+}
+
+const alipayHeader = "支付宝交易号,商户订单号,业务类型,商品名称,创建时间,完成时间,门店编号,门店名称,操作员,终端号,对方账户," +
+	"订单金额（元）,商家实收（元）,支付宝红包（元）,集分宝（元）,支付宝优惠（元）,商家优惠（元）,券核销金额（元）,券名称," +
+	"商家红包消费金额（元）,卡消费金额（元）,退款批次号/请求号,服务费（元）,分润（元）,备注"
+
+// alipayBill is the 业务明细 file, GBK. Truncated ends inside the detail block (half its rows,
+// the last one cut mid-line); untrusted states one 交易 more than it lists; invented lists a
+// payment its summary does not count.
+func alipayBill(base time.Time, bd BillDay, lines []billLine, v Variant, invented *billLine) []byte {
+	day := dayStart(base, bd)
+	var b strings.Builder
+	b.WriteString("#支付宝业务明细查询\n#账号：[" + AlipayPID + "0156]\n")
+	b.WriteString("#起始日期：[" + day.Format("2006年01月02日") + " 00:00:00]   终止日期：[" + day.AddDate(0, 0, 1).Format("2006年01月02日") + " 00:00:00]\n")
+	b.WriteString("#-----------------------------------------业务明细列表----------------------------------------\n")
+	b.WriteString(alipayHeader + "\n")
+	var pays, refunds int
+	var payFen, refundFen int64
+	var rows []string
+	row := func(l billLine) string {
+		kind, fen := "交易", l.fen
+		if l.refund {
+			kind, fen = "退款", -l.fen
+		}
+		when := l.at.In(beijing).Format(time.DateTime)
+		return strings.Join([]string{l.txn + "\t", l.tradeNo + "\t", kind + "\t", "history goods", when, when, "\t", "\t", "\t", "\t",
+			"159****5620\t", signedYuan(fen), signedYuan(fen), "0.00", "0.00", "0.00", "0.00", "0.00", "", "0.00\t", "0.00",
+			l.refundID + "\t", "0.00", "0.00", ""}, ",")
+	}
+	for _, l := range lines {
+		rows = append(rows, row(l))
+		if l.refund {
+			refunds++
+			refundFen += l.fen
+		} else {
+			pays++
+			payFen += l.fen
+		}
+	}
+	if invented != nil {
+		rows = append(rows, row(*invented))
+	}
+	if v == BillTruncated {
+		keep := rows[:len(rows)/2]
+		for _, r := range keep {
+			b.WriteString(r + "\n")
+		}
+		if len(rows) > len(keep) {
+			b.WriteString(rows[len(keep)][:len(rows[len(keep)])/2]) // cut mid-line
+		}
+		return gbk(b.String())
+	}
+	for _, r := range rows {
+		b.WriteString(r + "\n")
+	}
+	if v == BillUntrusted {
+		pays++
+	}
+	b.WriteString("#-----------------------------------------业务明细列表结束------------------------------------\n")
+	b.WriteString(fmt.Sprintf("#交易合计：%d笔，商家实收共%s元，商家优惠共0.00元\n", pays, simulate.Yuan(payFen)))
+	b.WriteString(fmt.Sprintf("#退款合计：%d笔，商家实收退款共%s元，商家优惠退款共0.00元\n", refunds, signedYuan(-refundFen)))
+	b.WriteString("#导出时间：[" + day.AddDate(0, 0, 1).Add(9*time.Hour).Format("2006年01月02日 15:04:05") + "]\n")
+	return gbk(b.String())
+}
+
+// AlipayZip wraps the 业务明细 file as Alipay's download does: <PID>0156_<yyyyMMdd>.csv.zip with
+// the detail and the 汇总 entries, GBK names without the UTF-8 flag.
+func AlipayZip(day time.Time, detail []byte) []byte {
+	base := AlipayPID + "0156_" + day.Format("20060102")
+	summary := gbk("#支付宝业务汇总查询\n#账号：[" + AlipayPID + "0156]\n门店编号,门店名称,交易订单总笔数,退款订单总笔数\n")
+	var out bytes.Buffer
+	zw := zip.NewWriter(&out)
+	for _, e := range []struct {
+		name string
+		data []byte
+	}{{base + "_业务明细.csv", detail}, {base + "_业务明细(汇总).csv", summary}} {
+		w, err := zw.CreateHeader(&zip.FileHeader{Name: string(gbk(e.name)), Method: zip.Deflate, NonUTF8: true})
+		if err == nil {
+			_, err = w.Write(e.data)
+		}
+		if err != nil {
+			panic(err) // writes to memory
+		}
+	}
+	if err := zw.Close(); err != nil {
+		panic(err)
+	}
+	return out.Bytes()
+}
+
+const wechatHeader = "交易时间,公众账号ID,商户号,特约商户号,设备号,微信订单号,商户订单号,用户标识,交易类型,交易状态,付款银行,货币种类," +
+	"应结订单金额,代金券金额,微信退款单号,商户退款单号,退款金额,充值券退款金额,退款类型,退款状态,商品名称,商户数据包,手续费,费率," +
+	"订单金额,申请退款金额,费率备注"
+
+// wechatBill is the ALL trade bill, UTF-8, CRLF. Truncated ends before its summary (and inside
+// a row); untrusted states one row more than it has; invented has a SUCCESS row its summary
+// does not count.
+func wechatBill(lines []billLine, v Variant, invented *billLine) []byte {
+	var b strings.Builder
+	b.WriteString(wechatHeader + "\r\n")
+	var rows []string
+	var n int
+	var orderFen, refundFen int64
+	row := func(l billLine) string {
+		status, order, refund, refundID, outRefund := "SUCCESS", l.fen, int64(0), "", ""
+		if l.refund {
+			status, order, refund, refundID, outRefund = "REFUND", 0, l.fen, l.refundID, "R"+l.refundID
+		}
+		cells := []string{l.at.In(beijing).Format(time.DateTime), simulate.SandboxWeChatAppID, simulate.SandboxWeChatMchID, "0", "",
+			l.txn, l.tradeNo, "oUpF8uMuAJO_M2pxb1Q9zNjWeS6o", "NATIVE", status, "OTHERS", "CNY", simulate.Yuan(order), "0.00",
+			refundID, outRefund, simulate.Yuan(refund), "0.00", "", "", "history goods", "", "0.00000", "0.60%",
+			simulate.Yuan(order), simulate.Yuan(refund), ""}
+		if l.refund {
+			cells[18], cells[19] = "ORIGINAL", "SUCCESS"
+		}
+		return "`" + strings.Join(cells, ",`")
+	}
+	for _, l := range lines {
+		rows = append(rows, row(l))
+		n++
+		if l.refund {
+			refundFen += l.fen
+		} else {
+			orderFen += l.fen
+		}
+	}
+	if invented != nil {
+		rows = append(rows, row(*invented))
+	}
+	if v == BillTruncated {
+		keep := rows[:(len(rows)+1)/2]
+		for i, r := range keep {
+			if i == len(keep)-1 {
+				r = r[:len(r)/2]
+			}
+			b.WriteString(r + "\r\n")
+		}
+		return []byte(b.String())
+	}
+	for _, r := range rows {
+		b.WriteString(r + "\r\n")
+	}
+	if v == BillUntrusted {
+		n++
+	}
+	b.WriteString("总交易单数,应结订单总金额,退款总金额,充值券退款总金额,手续费总金额,订单总金额,申请退款总金额\r\n")
+	b.WriteString("`" + strings.Join([]string{fmt.Sprint(n), simulate.Yuan(orderFen), simulate.Yuan(refundFen), "0.00", "0.00000",
+		simulate.Yuan(orderFen), simulate.Yuan(refundFen)}, ",`") + "\r\n")
+	return []byte(b.String())
+}
+
+// stripeBill is the balance_change_from_activity.itemized.3 report, UTC, major units: a charge
+// row per payment (source_id its charge), a refund row per refund (source_id its re_ id).
+func stripeBill(lines []billLine) []byte {
+	var b strings.Builder
+	b.WriteString("balance_transaction_id,created_utc,currency,gross,fee,net,reporting_category,source_id,payment_intent_id,payment_metadata[trade_no]\n")
+	for i, l := range lines {
+		cat, gross, source := "charge", l.fen, "ch_"+strings.TrimPrefix(l.txn, "pi_")
+		if l.refund {
+			cat, gross, source = "refund", -l.fen, l.refundID
+		}
+		fmt.Fprintf(&b, "txn_%s%d,%s,cny,%s,0.00,%s,%s,%s,%s,%s\n", strings.TrimPrefix(l.txn, "pi_")[:12], i,
+			l.at.UTC().Format(time.DateTime), signedYuan(gross), signedYuan(gross), cat, source, l.txn, l.tradeNo)
+	}
+	return []byte(b.String())
+}
+
+// zmWidths are the ZM file's field widths in bytes.
+var zmWidths = [...]int{3, 11, 11, 6, 10, 19, 12, 4, 2, 21, 2, 32, 2, 6, 10, 13, 13, 4, 15, 2, 2, 6, 2, 4, 32, 1, 21, 15, 1, 15, 32, 13, 13, 8, 32, 13, 13, 12, 2, 1, 32, 98}
+
+// unionPayBill is the ZM file in its zip, as UnionPay's file download holds it: a consume (01)
+// per payment, its queryId the notification's; a refund (04) per refund, its own queryId and the
+// consume's in origQryId.
+func unionPayBill(base time.Time, bd BillDay, lines []billLine) []byte {
+	var b bytes.Buffer
+	for _, l := range lines {
+		f := map[int]string{0: "S22", 1: "00049992900", 2: "00049992900", 4: l.at.In(beijing).Format("0102150405"),
+			5: "6216***********0018", 7: "5411", 8: "07", 11: l.tradeNo, 12: "01", 17: "0001", 20: "01", 21: "000201",
+			27: simulate.SandboxUnionPayMerID, 36: "000000000000"}
+		f[6] = fmt.Sprintf("%012d", l.fen)
+		if l.refund {
+			f[3], f[9], f[26], f[19], f[20] = l.refundID[15:], l.refundID, l.txn, "04", "00"
+			f[15], f[16], f[32] = "C000000000000", fmt.Sprintf("%013d", l.fen), fmt.Sprintf("%013d", l.fen)
+		} else {
+			f[3], f[9], f[19] = l.txn[15:], l.txn, "01"
+			f[15], f[16], f[32] = "D000000000000", fmt.Sprintf("%013d", l.fen), fmt.Sprintf("%013d", l.fen)
+		}
+		for i, w := range zmWidths {
+			v := gbk(f[i])
+			b.Write(v)
+			b.WriteString(strings.Repeat(" ", w-len(v)) + " ")
+		}
+		b.WriteString("\r\n")
+	}
+	var out bytes.Buffer
+	zw := zip.NewWriter(&out)
+	w, err := zw.Create("INN" + dayStart(base, bd).Format("060102") + "88ZM_" + simulate.SandboxUnionPayMerID)
+	if err == nil {
+		_, err = w.Write(b.Bytes())
+	}
+	if err == nil {
+		err = zw.Close()
+	}
+	if err != nil {
+		panic(err) // writes to memory
+	}
+	return out.Bytes()
+}
