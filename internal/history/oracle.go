@@ -125,7 +125,9 @@ type Anomaly struct {
 // none); it is an error for the caller when Expect says holder cannot be that.
 //
 //   - Status: PAID if any attempt was paid; CLOSED if none was and every attempt was closed at its
-//     channel; WAIT_PAY otherwise.
+//     channel in a way the channel can prove; WAIT_PAY otherwise. A Stripe Checkout attempt
+//     records no PaymentIntent, and Stripe's search (which lags) never proves a close: such an
+//     attempt stays open until reconcile.query_max_age, which no history reaches.
 //   - The order holds one of the paid attempts; with two, the other is a DUPLICATE_PAYMENT anomaly,
 //     and no other anomaly exists.
 //   - refunded_fen: the sum of the refunds of the payment the order holds.
@@ -141,7 +143,7 @@ func (h History) Expect(holder int) (Expected, error) {
 	switch {
 	case len(payers) > 0:
 		e.Status = StatusPaid
-	case !slices.ContainsFunc(h.Attempts, func(a Attempt) bool { return a.Outcome != Closed }):
+	case !slices.ContainsFunc(h.Attempts, func(a Attempt) bool { return a.Outcome != Closed || a.Channel == Stripe && a.Checkout }):
 		e.Status = StatusClosed
 	default:
 		e.Status = StatusWaitPay

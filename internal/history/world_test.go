@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -327,7 +328,7 @@ type books struct {
 	Txn         string
 	RefundedFen int64
 	Anomalies   []string // "KIND channel txn", sorted
-	Refunds     string   // the refund rows of its payments: "status amount" each, sorted
+	Refunds     string   // the ledger rows of its payments: "kind:status:amount" each, sorted
 }
 
 func (b books) String() string {
@@ -391,20 +392,24 @@ func (w *world) read(members []*member) (map[string]*books, error) {
 		if len(txns[ch]) == 0 {
 			continue
 		}
-		if rows, err = w.sqlDB.QueryContext(ctx, `SELECT channel_txn_id, status, amount_fen FROM refund
-			WHERE channel = ? AND channel_txn_id IN (`+in(len(txns[ch]))+`) ORDER BY channel_txn_id, status, amount_fen`,
+		if rows, err = w.sqlDB.QueryContext(ctx, `SELECT channel_txn_id, kind, status, amount_fen FROM refund
+			WHERE channel = ? AND channel_txn_id IN (`+in(len(txns[ch]))+`) ORDER BY channel_txn_id, kind, status, amount_fen`,
 			append([]any{ch}, txns[ch]...)...); err != nil {
 			return nil, err
 		}
 		for rows.Next() {
-			var txn, status string
-			var fen int64
-			if err := rows.Scan(&txn, &status, &fen); err != nil {
+			var txn, kind, status string
+			var fen sql.NullInt64
+			if err := rows.Scan(&txn, &kind, &status, &fen); err != nil {
 				rows.Close()
 				return nil, err
 			}
+			amount := "?" // an item whose own amount no source has stated yet
+			if fen.Valid {
+				amount = strconv.FormatInt(fen.Int64, 10)
+			}
 			b := out[txnOwner[txn]]
-			b.Refunds = strings.TrimSpace(b.Refunds + fmt.Sprintf(" %s:%d", status, fen))
+			b.Refunds = strings.TrimSpace(b.Refunds + fmt.Sprintf(" %s:%s:%s", kind, status, amount))
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
