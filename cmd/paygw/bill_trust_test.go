@@ -179,10 +179,10 @@ func TestIssue20Case05UntrustedBillRepairsNothing(t *testing.T) {
 	report := filepath.Join(t.TempDir(), "report.json")
 	r := runPaygw(t, nil, "reconcile", "bill", "--config", path, "--channel", "alipay", "--date", "2026-11-30", "--file", bill,
 		"--report", report)
+	untouched(t, dsn, map[string]string{"PINVENTED": "WAIT_PAY", "PAMOUNT": "PAID", "PCLOSED": "CLOSED", "PREFUND": "PAID"})
 	if r.code != 4 || !strings.Contains(r.stdout, "untrusted") || !strings.Contains(r.stdout, "交易合计 0笔, the detail has 4") {
 		t.Fatalf("exit %d, want 4 saying why\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
-	untouched(t, dsn, map[string]string{"PINVENTED": "WAIT_PAY", "PAMOUNT": "PAID", "PCLOSED": "CLOSED", "PREFUND": "PAID"})
 	// Stored and reported all the same: the run, with every discrepancy and why none was repaired.
 	if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM recon_run WHERE trusted = 0 AND finished_at IS NOT NULL`); n != 1 {
 		t.Fatalf("untrusted complete runs: %d, want 1", n)
