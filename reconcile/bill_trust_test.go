@@ -25,7 +25,7 @@ const testPID = "2088000000000001"
 
 // alipayText is an Alipay 业务明细 file (GBK) of one payment: account in #账号 ("" leaves the line
 // out), the period of day, the payment at at, and its totals right.
-func alipayText(t *testing.T, account string, day time.Time, tradeNo, txn string, fen int64, at time.Time) string {
+func alipayText(t testing.TB, account string, day time.Time, tradeNo, txn string, fen int64, at time.Time) string {
 	t.Helper()
 	var b strings.Builder
 	b.WriteString("#支付宝业务明细查询\n")
