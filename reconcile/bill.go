@@ -113,7 +113,9 @@ const maxBadLinesReported = 100
 //     evidence other days' runs read. An untrusted bill's run is stored and reported but repairs
 //     nothing (see trust.go).
 //
-// Repairs go through Apply, so running a day twice applies nothing twice. Call it under the bill
+// Repairs go through Apply, so running a day twice applies nothing twice; they start only once
+// the whole bill is read and judged, so no reader error or refusal follows one. Repairs a run
+// made before the database failed it stay: a trusted bill proved each. Call it under the bill
 // lease (HoldBillLease): one run at a time.
 func (j *Job) RunBill(ctx context.Context, channel string, day time.Time, r bills.Reader, cfg BillConfig, progress func(lines int)) (BillReport, error) {
 	loc := cfg.Location
