@@ -28,6 +28,8 @@ import (
 // Summary.Skipped. 完成时间 is the Line's time (the refund's time on refund rows), Beijing time.
 // Currency is CNY.
 //
+// Header: #账号 is the account the bill is of, #起始日期 and 终止日期 its period (see Header).
+//
 // Summary: 交易合计 gives PayCount and PayTotalFen, 退款合计 RefundCount and RefundTotalFen (made
 // positive). Both totals are 商家实收 sums, not 订单金额 sums, so the reader checks them against the
 // 商家实收（元） column when the header has it (and the counts always); Summary.Mismatch says what
@@ -43,6 +45,7 @@ type Alipay struct {
 	fields []string
 	sum    Summary
 	seen   alipayTally
+	head   Header
 	err    error // sticky: io.EOF or an ErrFormat
 }
 
@@ -133,6 +136,57 @@ func entryIndex(files []*zip.File, f *zip.File) int {
 // Summary is valid once Next has returned io.EOF.
 func (a *Alipay) Summary() Summary { return a.sum }
 
+// Header is the bill's #账号 and #起始日期/终止日期, once Next has been called (the first call reads
+// past them).
+func (a *Alipay) Header() Header {
+	h := a.head
+	h.TimeField, h.Stated = "完成时间", true
+	return h
+}
+
+// preamble reads the # lines before the detail block: the first #账号 and #起始日期 lines count.
+//
+//	#账号：[20880211096256330156]
+//	#起始日期：[2019年09月16日 00:00:00]   终止日期：[2019年09月17日 00:00:00]
+func (a *Alipay) preamble(no int, text string) {
+	switch {
+	case strings.HasPrefix(text, "#账号") && a.head.AccountLine == 0:
+		a.head.AccountLine = no
+		a.head.Account, _ = bracketed(strings.TrimPrefix(text, "#账号"))
+	case strings.HasPrefix(text, "#起始日期") && a.head.PeriodLine == 0:
+		a.head.PeriodLine = no
+		from, rest := bracketed(strings.TrimPrefix(text, "#起始日期"))
+		_, rest, _ = strings.Cut(rest, "终止日期")
+		to, _ := bracketed(rest)
+		f, err1 := time.ParseInLocation(alipayPeriodLayout, from, shanghai)
+		t, err2 := time.ParseInLocation(alipayPeriodLayout, to, shanghai)
+		if err1 == nil && err2 == nil {
+			a.head.From, a.head.To = f, t
+		}
+	}
+}
+
+const alipayPeriodLayout = "2006年01月02日 15:04:05"
+
+// bracketed reads "：[value]rest" (a full-width or ASCII colon, spaces allowed) into value and
+// rest; "" when there is no bracketed value.
+func bracketed(s string) (value, rest string) {
+	s = strings.TrimLeft(s, " \t")
+	s, ok := strings.CutPrefix(s, "：")
+	if !ok {
+		s = strings.TrimPrefix(s, ":")
+	}
+	s, ok = strings.CutPrefix(strings.TrimLeft(s, " \t"), "[")
+	if !ok {
+		return "", s
+	}
+	value, rest, ok = strings.Cut(s, "]")
+	if !ok {
+		return "", s
+	}
+	return strings.TrimSpace(value), rest
+}
+
 // Next returns the next payment or refund row.
 func (a *Alipay) Next() (Line, error) {
 	for a.err == nil {
@@ -164,10 +218,13 @@ func (a *Alipay) Next() (Line, error) {
 		}
 		switch a.state {
 		case alipayPreamble:
-			if !strings.HasPrefix(text, "#") {
+			switch {
+			case !strings.HasPrefix(text, "#"):
 				a.err = formatErr("alipay: line %d: no 业务明细列表 line before it", no)
-			} else if strings.Contains(text, "业务明细列表") {
+			case strings.Contains(text, "业务明细列表"):
 				a.state = alipayHeader
+			default:
+				a.preamble(no, text)
 			}
 		case alipayHeader:
 			a.err = a.header(no, text)

@@ -27,6 +27,33 @@ type Line struct {
 	AmountFen    int64  // always positive: a refund's amount, not its negative
 	Currency     string // ISO 4217, upper case
 	Time         time.Time
+	// Whose line it is, where the format states it on every line (Header names the columns):
+	// Merchant is WeChat's 商户号 or UnionPay's 商户代码, AppID WeChat's 公众账号ID; "" otherwise.
+	Merchant string
+	AppID    string
+}
+
+// Header is what a bill states about itself before its lines: whose bill it is and which period
+// it covers, where its format states them (Alipay's # lines), and the names its format gives the
+// fields a check may quote. Valid once Next has been called.
+type Header struct {
+	Account     string    // Alipay #账号: the partner id (2088…) and its 4-digit account suffix
+	AccountLine int       // the line stating it; 0 when the bill states none
+	From, To    time.Time // Alipay #起始日期 and 终止日期, Beijing time; zero when unreadable
+	PeriodLine  int       // the line stating them; 0 when the bill states none
+	// Stated: the format states an account and a period before its lines (Alipay's), so a bill
+	// of it that leaves either out is not as the channel makes it.
+	Stated bool
+
+	// TimeField names Line.Time's column. MerchantField and AppIDField name Line.Merchant's and
+	// Line.AppID's, and are "" when the format states no such thing on its lines.
+	TimeField, MerchantField, AppIDField string
+}
+
+// Headed is a Reader that states a Header. Every reader of this package is one; a Reader that
+// is not states nothing but lines.
+type Headed interface {
+	Header() Header
 }
 
 // Summary is what a bill states about itself, when it does (counts and totals in minor units).

@@ -48,6 +48,9 @@ func NewCSV(r io.Reader) *CSV { return &CSV{rs: newCSVRecords(r)} }
 // Summary: the format states none.
 func (c *CSV) Summary() Summary { return Summary{} }
 
+// Header: the format states no merchant and no period; its lines' time is "time".
+func (c *CSV) Header() Header { return Header{TimeField: "time"} }
+
 // Next returns the next row.
 func (c *CSV) Next() (Line, error) {
 	for c.err == nil {

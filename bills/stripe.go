@@ -40,6 +40,9 @@ func NewStripe(r io.Reader) *Stripe { return &Stripe{rs: newCSVRecords(r)} }
 // Summary: the report states none; Skipped counts the rows of other categories.
 func (s *Stripe) Summary() Summary { return s.sum }
 
+// Header: the report names no account and no period; its lines' time is created_utc.
+func (s *Stripe) Header() Header { return Header{TimeField: "created_utc"} }
+
 // Next returns the next charge or refund row.
 func (s *Stripe) Next() (Line, error) {
 	for s.err == nil {

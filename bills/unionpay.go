@@ -21,11 +21,11 @@ import (
 // (refund) and 31 (consume cancel) are refunds, RefundID = their own queryId and ChannelTxnID =
 // 原交易查询流水号 (origQryId), the payment undone. Other txnTypes (pre-authorisation and the
 // like, which paygw does not use) are skipped and counted in Summary.Skipped. TradeNo is
-// 商户订单号 (orderId) without its padding; the amount is 交易金额, twelve digits of fen; the
-// currency CNY. The time is 交易传输时间, MMDDhhmmss in Beijing time, which carries no year: the
-// reader takes the year that puts it nearest the bill date, so a January 1st bill can hold
-// December 31st lines of the year before; a time more than 31 days from the bill date is a bad
-// line. The ZM file states no summary.
+// 商户订单号 (orderId) without its padding, Merchant 商户代码 (merId); the amount is 交易金额,
+// twelve digits of fen; the currency CNY. The time is 交易传输时间, MMDDhhmmss in Beijing time,
+// which carries no year: the reader takes the year that puts it nearest the bill date, so a
+// January 1st bill can hold December 31st lines of the year before; a time more than 31 days
+// from the bill date is a bad line. The ZM file states no summary.
 type UnionPay struct {
 	lr     *lineReader
 	date   time.Time
@@ -45,6 +45,7 @@ const (
 	zmOrderID   = 11 // 商户订单号
 	zmTxnType   = 19 // 交易类型
 	zmOrigQryID = 26 // 原交易查询流水号
+	zmMerID     = 27 // 商户代码
 )
 
 // zmLen is a full line's length: every field and its separator (the last separator may be
@@ -96,6 +97,11 @@ func NewUnionPayZip(r io.ReaderAt, size int64, billDate time.Time) (*UnionPay, e
 
 // Summary: the ZM file states none; Skipped counts the rows of other transaction types.
 func (u *UnionPay) Summary() Summary { return u.sum }
+
+// Header: the ZM file has no header; every line states its 商户代码 (merId).
+func (u *UnionPay) Header() Header {
+	return Header{TimeField: "交易传输时间", MerchantField: "商户代码"}
+}
 
 // Next returns the next payment or refund row.
 func (u *UnionPay) Next() (Line, error) {
@@ -215,7 +221,7 @@ func (u *UnionPay) row(no int) (l Line, skip bool, err error) {
 	if l.Time, err = u.resolve(f[zmTime]); err != nil {
 		return Line{}, false, lineErr(no, "交易传输时间 %s: %v", quote(f[zmTime]), err)
 	}
-	l.No, l.Currency = no, "CNY"
+	l.No, l.Currency, l.Merchant = no, "CNY", strings.TrimSpace(f[zmMerID])
 	return l, false, nil
 }
 

@@ -23,10 +23,10 @@ import (
 // Rows: 交易状态 SUCCESS is a payment of 订单金额 (the amount the notification's amount.total
 // states; 应结订单金额 leaves out non-recharge coupons), REFUND a refund of 退款金额 with RefundID =
 // 微信退款单号 (the refund_id refund notifications carry) and ChannelTxnID = 微信订单号, the
-// payment it undoes. REVOKED (a cancelled micropay, no money moved) is skipped and counted in
-// Summary.Skipped; any other state is a bad line. 交易时间 is the Line's time, Beijing time (for
-// a refund row it is the refund's time). Fields are split at ",`", so commas inside a field (a
-// product name) are kept.
+// payment it undoes; Merchant = 商户号 and AppID = 公众账号ID. REVOKED (a cancelled micropay, no
+// money moved) is skipped and counted in Summary.Skipped; any other state is a bad line. 交易时间
+// is the Line's time, Beijing time (for a refund row it is the refund's time). Fields are split
+// at ",`", so commas inside a field (a product name) are kept.
 //
 // Summary: RowCount = 总交易单数 (it counts every row, refunds and revoked ones included),
 // PayTotalFen = 订单总金额 (the 订单金额 column summed over every row: refund rows carry 0.00
@@ -53,7 +53,7 @@ const (
 	wechatAfter
 )
 
-type wechatColumns struct{ time, txn, trade, status, currency, amount, refundID, refundAmt int }
+type wechatColumns struct{ time, txn, trade, status, currency, amount, refundID, refundAmt, mchID, appID int }
 
 type wechatSummaryColumns struct{ rows, orderTotal, refundTotal, n int }
 
@@ -72,6 +72,11 @@ func NewWeChat(r io.Reader) *WeChat {
 
 // Summary is valid once Next has returned io.EOF.
 func (w *WeChat) Summary() Summary { return w.sum }
+
+// Header: the bill has no period line; every row states its 商户号 and 公众账号ID.
+func (w *WeChat) Header() Header {
+	return Header{TimeField: "交易时间", MerchantField: "商户号", AppIDField: "公众账号ID"}
+}
 
 // open recognises gzip by its magic bytes and starts the line reader on the plain text.
 func (w *WeChat) open() error {
@@ -174,6 +179,8 @@ func (w *WeChat) header(no int, text string) error {
 		amount:    need("订单金额"),
 		refundID:  c.opt("微信退款单号"), // bill type SUCCESS has no refund columns
 		refundAmt: c.opt("退款金额"),
+		mchID:     c.opt("商户号"), // whose row it is: missing, the bill run cannot check it
+		appID:     c.opt("公众账号ID"),
 	}
 	w.n = strings.Count(text, ",") + 1
 	return err
@@ -248,6 +255,12 @@ func (w *WeChat) row(no int, text string) (l Line, skip bool, err error) {
 	ts := trimField(f[c.time])
 	if l.Time, err = time.ParseInLocation(time.DateTime, ts, shanghai); err != nil {
 		return Line{}, false, lineErr(no, "交易时间 %s: want yyyy-MM-dd HH:mm:ss", quote(ts))
+	}
+	if c.mchID >= 0 {
+		l.Merchant = trimField(f[c.mchID])
+	}
+	if c.appID >= 0 {
+		l.AppID = trimField(f[c.appID])
 	}
 	return l, false, nil
 }

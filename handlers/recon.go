@@ -22,6 +22,9 @@ type runView struct {
 	ID         int64          `json:"id"`
 	Channel    string         `json:"channel"`
 	BillDate   string         `json:"bill_date"`
+	Source     string         `json:"source"`
+	Status     string         `json:"status"`
+	Error      string         `json:"error,omitempty"`
 	StartedAt  time.Time      `json:"started_at"`
 	FinishedAt *time.Time     `json:"finished_at"`
 	Lines      int            `json:"lines"`
@@ -31,7 +34,8 @@ type runView struct {
 }
 
 func runViewOf(r repository.ReconRun) runView {
-	v := runView{ID: r.ID, Channel: r.Channel, BillDate: r.BillDate.Format(time.DateOnly), StartedAt: r.StartedAt,
+	v := runView{ID: r.ID, Channel: r.Channel, BillDate: r.BillDate.Format(time.DateOnly), Source: r.Source, Status: r.Status,
+		Error: r.Error, StartedAt: r.StartedAt,
 		Lines: r.Lines, BadLines: r.BadLines, Counts: r.Counts(), Trusted: r.Trusted}
 	if r.FinishedAt.Valid {
 		t := r.FinishedAt.Time
@@ -40,7 +44,8 @@ func runViewOf(r repository.ReconRun) runView {
 	return v
 }
 
-// listRuns is GET /v1/reconciliations?channel=&date=: the bill runs, newest day first.
+// listRuns is GET /v1/reconciliations?channel=&date=: the bill runs, newest day first, every
+// status; a day's result (per source) is its latest complete run.
 func (s *Server) listRuns(c echo.Context) error {
 	var day *time.Time
 	if d := c.QueryParam("date"); d != "" {

@@ -17,7 +17,7 @@ func TestReconciliationsAPI(t *testing.T) {
 	day := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
 	var runID int64
 	for _, ch := range []string{"alipay", "wechatpay"} {
-		id, err := h.db.StartRun(ctx, ch, day, time.Now())
+		id, err := h.db.StartRun(ctx, ch, repository.SourceChannel, day, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -32,7 +32,8 @@ func TestReconciliationsAPI(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := h.db.FinishRun(ctx, id, 150, 0, true, map[string]int{"UNKNOWN_ORDER": 75, "LOCAL_ONLY": 75}, time.Now()); err != nil {
+		if err := h.db.CompleteRun(ctx, id, repository.RunTotals{Lines: 150, Trusted: true,
+			Counts: map[string]int{"UNKNOWN_ORDER": 75, "LOCAL_ONLY": 75}}, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -29,22 +29,39 @@ const (
 	ClassRefundChannelOnly    = "REFUND_CHANNEL_ONLY"
 	ClassRefundAmountMismatch = "REFUND_AMOUNT_MISMATCH"
 	ClassSummaryMismatch      = "SUMMARY_MISMATCH"
-	ClassBadLine              = "BAD_LINE" // a line the reader could not read: counted, never matched
+	ClassBadLine              = "BAD_LINE"   // a line the reader could not read: counted, never matched
+	ClassUnverified           = "UNVERIFIED" // an account, period, merchant or app the run could not check
 )
 
-// BillConfig is the bill run's part of the reconcile block.
+// RepairUntrusted is the repair of a row whose repair was not made: the bill is untrusted.
+const RepairUntrusted = "UNTRUSTED_BILL"
+
+// BillConfig is the bill run's part of the reconcile block, and what the run knows of its bill.
 type BillConfig struct {
 	LocalOnlyGrace time.Duration  // a payment missing from its day's bill is LOCAL_ONLY after this (default 48h)
 	Location       *time.Location // the channel's day
+
+	// Source is where the lines came from: repository.SourceChannel (the default: the channel's
+	// own bill) or repository.SourceCSV (paygw's generic format). A day has one result per source.
+	Source string
+	// Downloaded: the bill came over the channel's authenticated download, so it is the channel's
+	// answer to our credentials even where Identity has nothing to check its header against.
+	Downloaded bool
+	// Identity is whom the channel's bills must name (see trust.go).
+	Identity Identity
 }
 
 // BillReport is what a bill run found.
 type BillReport struct {
 	Channel  string         `json:"channel"`
 	BillDate string         `json:"bill_date"`
+	Source   string         `json:"source"`
 	Lines    int            `json:"lines"`
 	Counts   map[string]int `json:"counts"`
-	Trusted  bool           `json:"trusted"`
+	// Trusted: the bill holds together (see trust.go). An untrusted run repaired nothing, and
+	// Untrusted says why, one reason a line.
+	Trusted   bool     `json:"trusted"`
+	Untrusted []string `json:"untrusted,omitempty"`
 	// SummaryMismatch says how the bill's own summary disagrees with its lines ("" when it agrees).
 	SummaryMismatch string `json:"summary_mismatch,omitempty"`
 	// RunID names the run whose rows (recon_discrepancy) hold the discrepancies: a run keeps
@@ -87,83 +104,60 @@ const stageBatch = 1000
 // maxBadLinesReported bounds the bad lines a report quotes (all are counted).
 const maxBadLinesReported = 100
 
-// RunBill reconciles one channel's day against the bill r reads. A re-run of a day replaces
-// that day's rows; repairs go through Apply, so running twice applies nothing twice. An error
-// means the run could not complete (an unreadable bill: the error names the line).
+// RunBill reconciles one channel's day against the bill r reads, as a run of its own, all or
+// nothing:
+//   - a bill of another merchant or another day is refused before anything is kept: the error
+//     is a *RefusedError naming the line and the field;
+//   - any other error (an unreadable bill, the database) leaves the run failed with its error,
+//     and nothing it staged; the day's previous complete run stays the day's result;
+//   - a complete run is the day's result (per source), and, when its bill holds together, the
+//     evidence other days' runs read. An untrusted bill's run is stored and reported but repairs
+//     nothing (see trust.go).
+//
+// Repairs go through Apply, so running a day twice applies nothing twice; they start only once
+// the whole bill is read and judged, so no reader error or refusal follows one. Repairs a run
+// made before the database failed it stay: a trusted bill proved each. Call it under the bill
+// lease (HoldBillLease): one run at a time.
 func (j *Job) RunBill(ctx context.Context, channel string, day time.Time, r bills.Reader, cfg BillConfig, progress func(lines int)) (BillReport, error) {
 	loc := cfg.Location
 	if loc == nil {
 		loc = time.UTC
 	}
+	source := cfg.Source
+	if source == "" {
+		source = repository.SourceChannel
+	}
 	day = time.Date(day.Year(), day.Month(), day.Day(), 0, 0, 0, 0, loc)
-	rep := BillReport{Channel: channel, BillDate: day.Format(time.DateOnly), Counts: map[string]int{}, Trusted: true}
-	runID, err := j.db.StartRun(ctx, channel, day, j.now().UTC())
+	rep := BillReport{Channel: channel, BillDate: day.Format(time.DateOnly), Source: source, Counts: map[string]int{}, Trusted: true}
+
+	// The header is read with the first line: a bill that names another merchant or another
+	// period is refused before the run starts.
+	first, firstErr := r.Next()
+	t := newTrust(channel, source, day, cfg, r)
+	if err := t.header(); err != nil {
+		return rep, err
+	}
+	runID, err := j.db.StartRun(ctx, channel, source, day, j.now().UTC())
 	if err != nil {
 		return rep, err
 	}
 	rep.RunID = runID
-	b := &billRun{j: j, ctx: ctx, runID: runID, channel: channel, day: day, rep: &rep}
-
-	// 1. Stage the bill, streaming.
-	batch := make([]repository.BillLine, 0, stageBatch)
-	for {
-		l, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			break
+	b := &billRun{j: j, ctx: ctx, runID: runID, channel: channel, source: source, day: day, rep: &rep, trust: t}
+	if err := b.run(r, first, firstErr, cfg.LocalOnlyGrace, progress); err != nil {
+		// Nothing the run staged stays. The cleanup outlives a cancelled ctx.
+		cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		var refused *RefusedError
+		var cerr error
+		if errors.As(err, &refused) {
+			cerr = j.db.DropRun(cleanup, runID)
+		} else {
+			cerr = j.db.FailRun(cleanup, runID, err.Error(), j.now().UTC())
 		}
-		var bad *bills.LineError
-		if errors.As(err, &bad) {
-			rep.Counts[ClassBadLine]++
-			if len(rep.BadLines) < maxBadLinesReported {
-				rep.BadLines = append(rep.BadLines, bad.Error())
-			}
-			continue
+		if cerr != nil {
+			j.log.Warn().Err(cerr).Int64("run", runID).Msg("reconcile bill: could not clear the run that failed; the next run of the day fails it")
 		}
-		if err != nil {
-			return rep, err
-		}
-		rep.Lines++
-		batch = append(batch, repository.BillLine{No: l.No, Kind: string(l.Kind), TradeNo: l.TradeNo, ChannelTxnID: l.ChannelTxnID,
-			RefundID: l.RefundID, AmountFen: l.AmountFen, Currency: l.Currency, Time: l.Time.UTC()})
-		if len(batch) == stageBatch {
-			if err := j.db.StageLines(ctx, runID, batch); err != nil {
-				return rep, err
-			}
-			batch = batch[:0]
-			if progress != nil {
-				progress(rep.Lines)
-			}
-		}
-	}
-	if err := j.db.StageLines(ctx, runID, batch); err != nil {
-		return rep, err
-	}
-	if progress != nil {
-		progress(rep.Lines)
-	}
-
-	// The bill is read whole: only now do the day's previous rows go.
-	if err := j.db.ResetRun(ctx, runID, j.now().UTC()); err != nil {
-		return rep, err
-	}
-	// 2. The bill's own summary against its lines.
-	if err := b.checkSummary(r.Summary()); err != nil {
-		return rep, err
-	}
-	// 3. Payments, 4. refunds, 5. what we hold that the bill lacks.
-	if err := b.payments(); err != nil {
-		return rep, err
-	}
-	if err := b.refunds(); err != nil {
-		return rep, err
-	}
-	if err := b.localOnly(cfg.LocalOnlyGrace); err != nil {
-		return rep, err
-	}
-	if err := b.flush(); err != nil {
-		return rep, err
-	}
-	if err := j.db.FinishRun(ctx, runID, rep.Lines, rep.Counts[ClassBadLine], rep.Trusted, rep.Counts, j.now().UTC()); err != nil {
+		rep.RunID = 0
 		return rep, err
 	}
 	found := make(map[string]int, len(rep.Counts))
@@ -177,16 +171,88 @@ func (j *Job) RunBill(ctx context.Context, channel string, day time.Time, r bill
 	return rep, nil
 }
 
+// run stages the bill whose first Next gave l, err, classifies it and completes the run.
+func (b *billRun) run(r bills.Reader, l bills.Line, err error, grace time.Duration, progress func(lines int)) error {
+	rep := b.rep
+	// 1. Stage the bill, streaming; each line is judged against the run's day and merchant.
+	batch := make([]repository.BillLine, 0, stageBatch)
+	for ; ; l, err = r.Next() {
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		var bad *bills.LineError
+		if errors.As(err, &bad) {
+			rep.Counts[ClassBadLine]++
+			if len(rep.BadLines) < maxBadLinesReported {
+				rep.BadLines = append(rep.BadLines, bad.Error())
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if err := b.trust.line(l); err != nil {
+			return err
+		}
+		rep.Lines++
+		batch = append(batch, repository.BillLine{No: l.No, Kind: string(l.Kind), TradeNo: l.TradeNo, ChannelTxnID: l.ChannelTxnID,
+			RefundID: l.RefundID, AmountFen: l.AmountFen, Currency: l.Currency, Time: l.Time.UTC()})
+		if len(batch) == stageBatch {
+			if err := b.j.db.StageLines(b.ctx, b.runID, batch); err != nil {
+				return err
+			}
+			batch = batch[:0]
+			if progress != nil {
+				progress(rep.Lines)
+			}
+		}
+	}
+	if err := b.j.db.StageLines(b.ctx, b.runID, batch); err != nil {
+		return err
+	}
+	if progress != nil {
+		progress(rep.Lines)
+	}
+	// 2. Whether the bill holds together: its own summary, and what could not be verified.
+	if err := b.checkSummary(r.Summary()); err != nil {
+		return err
+	}
+	if err := b.checkUnverified(); err != nil {
+		return err
+	}
+	// 3. Payments, 4. refunds, 5. what we hold that the bill lacks.
+	if err := b.payments(); err != nil {
+		return err
+	}
+	if err := b.refunds(); err != nil {
+		return err
+	}
+	if err := b.localOnly(grace); err != nil {
+		return err
+	}
+	if err := b.flush(); err != nil {
+		return err
+	}
+	return b.j.db.CompleteRun(b.ctx, b.runID, repository.RunTotals{Lines: rep.Lines, BadLines: rep.Counts[ClassBadLine],
+		Trusted: rep.Trusted, Counts: rep.Counts}, b.j.now().UTC())
+}
+
 // billRun is one run's state while it classifies.
 type billRun struct {
 	j       *Job
 	ctx     context.Context
 	runID   int64
 	channel string
+	source  string
 	day     time.Time
 	rep     *BillReport
+	trust   *trust
 	rows    []repository.Discrepancy // waiting for one multi-row insert
 }
+
+// mayRepair reports whether the bill's lines may move money: only a trusted bill repairs
+// (applies a payment, a refund, or records an anomaly).
+func (b *billRun) mayRepair() bool { return b.rep.Trusted }
 
 // record counts a line's class and, unless it only counts, stores its row (a batch at a time).
 func (b *billRun) record(key string, d Discrepancy, detail string) error {
@@ -245,7 +311,21 @@ func (b *billRun) checkSummary(s bills.Summary) error {
 	}
 	b.rep.Trusted = false
 	b.rep.SummaryMismatch = s.Mismatch
+	b.rep.Untrusted = append(b.rep.Untrusted, "the summary disagrees with the lines: "+s.Mismatch)
 	return b.record("summary", Discrepancy{Class: ClassSummaryMismatch}, s.Mismatch)
+}
+
+// checkUnverified records what the run could not verify of whose bill it is: one UNVERIFIED row
+// per field, and the bill is untrusted.
+func (b *billRun) checkUnverified() error {
+	for _, u := range b.trust.unverified {
+		b.rep.Trusted = false
+		b.rep.Untrusted = append(b.rep.Untrusted, u.text())
+		if err := b.record("unverified:"+u.field, Discrepancy{Class: ClassUnverified}, u.text()); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // payments classifies the bill's payment lines, repairing through Apply what the bill proves.
@@ -266,7 +346,7 @@ func (b *billRun) payments() error {
 				d.Class = ClassMatched
 			case m.ByTxn:
 				d.Class, d.TradeNo = ClassAmountMismatch, m.OrderTradeNo.String
-				if err := b.flagAmount(m); err != nil {
+				if d.Repair, err = b.flagAmount(m); err != nil {
 					return err
 				}
 			case !m.OrderStatus.Valid:
@@ -292,6 +372,9 @@ func (b *billRun) payments() error {
 // anomalies). Its outcome is the row's repair; a failure is stored as the repair too, and the
 // next run tries again.
 func (b *billRun) repairPayment(l repository.BillLine) (string, error) {
+	if !b.mayRepair() {
+		return RepairUntrusted, nil
+	}
 	raw, _ := json.Marshal(l) // plain values: cannot fail
 	ev := payment.Event{Channel: b.channel, NotifyID: "bill:" + l.ChannelTxnID, TradeNo: l.TradeNo, ChannelTxnID: l.ChannelTxnID,
 		Kind: payment.KindPaid, Status: "bill", AmountFen: l.AmountFen, Currency: l.Currency, PaidAt: l.Time, Raw: raw,
@@ -303,15 +386,19 @@ func (b *billRun) repairPayment(l repository.BillLine) (string, error) {
 	return string(outcome), nil
 }
 
-// flagAmount records, as an anomaly, a payment whose bill amount differs from what we applied.
-func (b *billRun) flagAmount(m repository.PayMatch) error {
+// flagAmount records, as an anomaly, a payment whose bill amount differs from what we applied;
+// its result is the row's repair ("" when recorded).
+func (b *billRun) flagAmount(m repository.PayMatch) (string, error) {
+	if !b.mayRepair() {
+		return RepairUntrusted, nil
+	}
 	expected := m.OrderAmount.Int64
 	an := payment.Anomaly{Kind: payment.OutcomeAmountMismatch, TradeNo: m.OrderTradeNo.String, Channel: b.channel,
 		ChannelTxnID: m.ChannelTxnID, AmountFen: m.AmountFen, Currency: m.Currency, ExpectedAmountFen: &expected,
 		Detail: fmt.Sprintf("the %s bill of %s says %d %s for this payment; paygw applied %d %s",
 			b.channel, b.day.Format(time.DateOnly), m.AmountFen, m.Currency, expected, m.OrderCur.String),
 		CreatedTime: b.j.now().UTC().Truncate(time.Millisecond)}
-	return b.j.db.InTx(b.ctx, func(tx *repository.Tx) error { return tx.FlagAnomaly(b.ctx, an) })
+	return "", b.j.db.InTx(b.ctx, func(tx *repository.Tx) error { return tx.FlagAnomaly(b.ctx, an) })
 }
 
 // refunds classifies the bill's refund lines against the refund ledger. A line names its refund
@@ -360,7 +447,8 @@ func (b *billRun) refunds() error {
 }
 
 // ledgerRefund finds the ledger's refund a bill line stands for: by its id, or for an id-less
-// line (billKey) the one it matched before, else one it can claim. payment.ErrNotFound if none.
+// line (billKey) the one it matched before, else one it can claim (a trusted bill only).
+// payment.ErrNotFound if none.
 func (b *billRun) ledgerRefund(l repository.BillLine, billKey string) (payment.Refund, error) {
 	if billKey == "" {
 		return b.j.db.RefundByID(b.ctx, b.channel, l.RefundID)
@@ -368,6 +456,9 @@ func (b *billRun) ledgerRefund(l repository.BillLine, billKey string) (payment.R
 	f, err := b.j.db.RefundByBillKey(b.ctx, b.channel, billKey)
 	if !errors.Is(err, payment.ErrNotFound) {
 		return f, err
+	}
+	if !b.mayRepair() { // claiming writes the line's key on the refund: evidence an untrusted bill is not
+		return payment.Refund{}, payment.ErrNotFound
 	}
 	f, ok, err := b.j.db.ClaimRefund(b.ctx, b.channel, l.ChannelTxnID, l.AmountFen, billKey)
 	if err == nil && !ok {
@@ -379,6 +470,9 @@ func (b *billRun) ledgerRefund(l repository.BillLine, billKey string) (payment.R
 // repairRefund puts a refund the bill proves into the ledger through the refund path: under its
 // id, or under its line's key when the bill names none.
 func (b *billRun) repairRefund(l repository.BillLine, billKey string) string {
+	if !b.mayRepair() {
+		return RepairUntrusted
+	}
 	raw, _ := json.Marshal(l)
 	outcome, err := b.j.applier.Apply(b.ctx, payment.Event{Channel: b.channel, NotifyID: "bill:refund:" + cmp.Or(l.RefundID, billKey),
 		TradeNo: l.TradeNo, ChannelTxnID: l.ChannelTxnID, Kind: payment.KindRefund, Status: "bill", Currency: l.Currency,
@@ -389,25 +483,33 @@ func (b *billRun) repairRefund(l repository.BillLine, billKey string) string {
 	return string(outcome)
 }
 
-// localOnly finds what this channel paid us inside the bill's day that no bill of the day or its
-// neighbours shows (orders paid near midnight may sit in the next day's bill). Such a payment is
-// LOCAL_ONLY once the next day's bill is in and lacks it too, or once grace has passed since the
-// day ended; PENDING until then. It also settles the previous day's PENDING rows.
+// localOnly finds what this channel paid us inside the bill's day that neither this bill nor
+// its neighbour days' evidence (their latest complete, trusted runs) shows: orders paid near
+// midnight may sit in the next day's bill. Such a payment is LOCAL_ONLY once the next day's bill
+// is in and lacks it too, or once grace has passed since the day ended; PENDING until then.
+// The previous day's PENDING rows are settled when this run completes (CompleteRun).
 func (b *billRun) localOnly(grace time.Duration) error {
 	if grace <= 0 {
 		grace = 48 * time.Hour
 	}
 	from, to := b.day, b.day.AddDate(0, 0, 1)
-	_, nextErr := b.j.db.RunOf(b.ctx, b.channel, to)
-	nextIn := nextErr == nil
-	final := nextIn || b.j.now().After(to.Add(grace))
-	for after := int64(0); ; {
-		rows, err := b.j.db.LocalOnly(b.ctx, b.channel, from.UTC(), to.UTC(), b.day.AddDate(0, 0, -1), to, after, stageBatch)
-		if err != nil {
+	runs := []int64{b.runID}
+	nextIn := false
+	for _, d := range []time.Time{b.day.AddDate(0, 0, -1), to} {
+		r, err := b.j.db.EvidenceRun(b.ctx, b.channel, b.source, d)
+		if errors.Is(err, payment.ErrNotFound) {
+			continue
+		} else if err != nil {
 			return err
 		}
-		if len(rows) == 0 {
-			break
+		runs = append(runs, r.ID)
+		nextIn = nextIn || d.Equal(to)
+	}
+	final := nextIn || b.j.now().After(to.Add(grace))
+	for after := int64(0); ; {
+		rows, err := b.j.db.LocalOnly(b.ctx, b.channel, from.UTC(), to.UTC(), runs, after, stageBatch)
+		if err != nil || len(rows) == 0 {
+			return err
 		}
 		for _, p := range rows {
 			after = p.ID
@@ -421,38 +523,6 @@ func (b *billRun) localOnly(grace time.Duration) error {
 			}
 		}
 	}
-	return b.settlePrevious()
-}
-
-// settlePrevious turns the previous day's PENDING rows into LOCAL_ONLY, or drops them when this
-// bill shows the payment after all.
-func (b *billRun) settlePrevious() error {
-	prev, err := b.j.db.RunOf(b.ctx, b.channel, b.day.AddDate(0, 0, -1))
-	if errors.Is(err, payment.ErrNotFound) {
-		return nil
-	} else if err != nil {
-		return err
-	}
-	pending, err := b.j.db.PendingOf(b.ctx, prev.ID)
-	if err != nil {
-		return err
-	}
-	for _, p := range pending {
-		found, err := b.j.db.TxnInRun(b.ctx, b.runID, p.ChannelTxnID)
-		if err != nil {
-			return err
-		}
-		if found {
-			err = b.j.db.DeleteDiscrepancy(b.ctx, p.ID)
-		} else {
-			p.Class = ClassLocalOnly
-			err = b.j.db.PutDiscrepancy(b.ctx, p)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 func ptr(v sql.NullInt64) *int64 {

@@ -59,7 +59,8 @@ func BenchmarkBillRun1M(b *testing.B) {
 			}
 		}()
 		start := time.Now()
-		rep, err := job.RunBill(context.Background(), "wechatpay", day, bills.NewWeChat(f), reconcile.BillConfig{Location: day.Location()}, nil)
+		rep, err := job.RunBill(context.Background(), "wechatpay", day, bills.NewWeChat(f), reconcile.BillConfig{Location: day.Location(),
+			Identity: reconcile.Identity{Merchant: "1900000001", AppIDs: []string{"wx0000000000000000"}}}, nil)
 		elapsed := time.Since(start)
 		close(stop)
 		f.Close()

@@ -128,11 +128,17 @@ func TestBillEveryClass(t *testing.T) {
 		if n := w.count(`SELECT COUNT(*) FROM anomaly WHERE channel_txn_id = 'T2' AND kind = 'AMOUNT_MISMATCH'`); n != 1 {
 			t.Fatalf("run %d: AMOUNT_MISMATCH anomalies of T2 = %d, want 1", run, n)
 		}
-		if n := w.count(`SELECT COUNT(*) FROM recon_run WHERE channel = 'alipay'`); n != 1 {
-			t.Fatalf("run %d: runs = %d, want 1 (a re-run replaces)", run, n)
+		if n := w.count(`SELECT COUNT(*) FROM recon_run WHERE channel = 'alipay' AND status = 'complete'`); n != run {
+			t.Fatalf("run %d: complete runs = %d, want %d (a re-run is a run of its own)", run, n, run)
 		}
-		if n := w.count(`SELECT COUNT(*) FROM recon_discrepancy`); n != rows || rows == 0 {
+		if got, err := w.db.RunOf(context.Background(), "alipay", repository.SourceChannel, day); err != nil || got.ID != rep.RunID {
+			t.Fatalf("run %d: the day's result is run %d (%v), want the latest, %d", run, got.ID, err, rep.RunID)
+		}
+		if n := w.count(`SELECT COUNT(*) FROM recon_discrepancy WHERE run_id = ?`, rep.RunID); n != rows || rows == 0 {
 			t.Fatalf("run %d: stored rows = %d, listed %d", run, n, rows)
+		}
+		if n := w.count(`SELECT COUNT(*) FROM recon_line l JOIN recon_run r ON r.id = l.run_id WHERE r.id <> ?`, rep.RunID); n != 0 {
+			t.Fatalf("run %d: %d staged lines of runs the latest replaced", run, n)
 		}
 	}
 }
@@ -161,7 +167,7 @@ func TestBillLocalOnlyWaitsForTheNextDay(t *testing.T) {
 	// The next day's bill holds the payment made a minute before midnight, not the other one.
 	run(day.AddDate(0, 0, 1), fmt.Sprintf("%s,M1,PAY,100,CNY,%s\n", nearMidnight, day.Add(24*time.Hour+time.Minute).Format(time.RFC3339)))
 	var rows []repository.Discrepancy
-	prev, err := w.db.RunOf(context.Background(), "alipay", day)
+	prev, err := w.db.RunOf(context.Background(), "alipay", repository.SourceChannel, day)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,6 +212,13 @@ func TestBillAndNotificationAtOnce(t *testing.T) {
 			t.Fatalf("C%d: %d records, want 1", i, n)
 		}
 	}
+}
+
+// sandboxIdentity is whom the fake channel's bills name (Alipay's partner id is the fake's own,
+// checked through Downloaded).
+var sandboxIdentity = map[string]reconcile.Identity{
+	"wechatpay": {Merchant: simulate.SandboxWeChatMchID, AppIDs: []string{simulate.SandboxWeChatAppID}},
+	"unionpay":  {Merchant: simulate.SandboxUnionPayMerID},
 }
 
 // Every class in each channel's real bill format, downloaded from the fake channel as the job
@@ -269,7 +282,8 @@ func TestBillEveryClassInEachRealFormat(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				rep, err := w.job.RunBill(context.Background(), ch, day, r, reconcile.BillConfig{Location: loc}, nil)
+				rep, err := w.job.RunBill(context.Background(), ch, day, r, reconcile.BillConfig{Location: loc, Downloaded: true,
+					Identity: sandboxIdentity[ch]}, nil)
 				file.Close()
 				if err != nil {
 					t.Fatalf("run %d: %v", run, err)

@@ -191,10 +191,13 @@ func (db *DB) RecordQuery(ctx context.Context, a payment.Attempt, at time.Time, 
 
 // TakeLease takes (or extends) the named job's lease for holder until ttl from now by the
 // database's clock, if it is free, expired or already holder's. ok reports whether holder has it.
+// taken_at keeps when holder took it, across extensions.
 func (db *DB) TakeLease(ctx context.Context, name, holder string, ttl time.Duration) (ok bool, err error) {
-	const q = `UPDATE job_lease SET holder = ?, expires_at = NOW(3) + INTERVAL ? MICROSECOND
+	// taken_at is set before holder: MySQL assigns left to right, so it still sees the old holder.
+	const q = `UPDATE job_lease SET taken_at = IF(holder = ? AND expires_at >= NOW(3), taken_at, NOW(3)), holder = ?,
+			expires_at = NOW(3) + INTERVAL ? MICROSECOND
 		WHERE name = ? AND (expires_at < NOW(3) OR holder = ?)`
-	res, err := db.x.ExecContext(ctx, q, holder, ttl.Microseconds(), name, holder)
+	res, err := db.x.ExecContext(ctx, q, holder, holder, ttl.Microseconds(), name, holder)
 	if err != nil {
 		return false, err
 	}

@@ -4,8 +4,27 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 	"time"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// Run sources: where a run's lines came from. A day has one result per (channel, source), so a
+// file in paygw's generic format never replaces the channel's own bill, nor the other way round.
+const (
+	SourceChannel = "channel" // the channel's own bill: downloaded, or a file in the channel's format
+	SourceCSV     = "csv"     // paygw's generic CSV, whoever wrote it
+)
+
+// Run statuses. A run is all or nothing: until it is complete, nothing but the run itself reads
+// what it staged, and the day's previous complete run stays the day's result.
+const (
+	RunRunning  = "running"
+	RunFailed   = "failed" // its error kept; its lines and rows are gone
+	RunComplete = "complete"
 )
 
 // ReconRun is one bill run of a channel's day.
@@ -13,56 +32,172 @@ type ReconRun struct {
 	ID         int64          `db:"id"`
 	Channel    string         `db:"channel"`
 	BillDate   time.Time      `db:"bill_date"`
+	Source     string         `db:"source"`
+	Status     string         `db:"status"`
 	StartedAt  time.Time      `db:"started_at"`
 	FinishedAt sql.NullTime   `db:"finished_at"`
 	Lines      int            `db:"line_count"`
 	BadLines   int            `db:"bad_lines"`
 	Trusted    bool           `db:"trusted"`
 	CountsJSON sql.NullString `db:"counts_json"`
+	Error      string         `db:"error"`
 }
 
-const reconRunColumns = `id, channel, bill_date, started_at, finished_at, line_count, bad_lines, trusted, counts_json`
+const reconRunColumns = `id, channel, bill_date, source, status, started_at, finished_at, line_count, bad_lines, trusted,
+	counts_json, error`
 
 // Counts decodes the run's lines per class.
 func (r ReconRun) Counts() map[string]int {
 	counts := map[string]int{}
-	_ = json.Unmarshal([]byte(r.CountsJSON.String), &counts) // written by FinishRun
+	_ = json.Unmarshal([]byte(r.CountsJSON.String), &counts) // written by CompleteRun
 	return counts
 }
 
-// StartRun opens the run of (channel, day) for staging: its staged lines from a previous run
-// go; its discrepancies stay until ResetRun, so a bill that turns out unreadable leaves the last
-// good run's rows as they were.
-func (db *DB) StartRun(ctx context.Context, channel string, day time.Time, now time.Time) (int64, error) {
+// ErrRunLost: the run is no longer running (a later run of its day found it abandoned and
+// failed it). It cannot complete; its caller stops.
+var ErrRunLost = errors.New("the run is no longer running")
+
+// StartRun opens a run of (channel, source, day) for staging, beside the day's earlier runs.
+// Call it under the bill lease: a run of the same day still marked running is one whose process
+// died or lost the lease, so it is failed here and its staged lines go.
+func (db *DB) StartRun(ctx context.Context, channel, source string, day time.Time, now time.Time) (int64, error) {
 	var id int64
 	err := db.InTx(ctx, func(tx *Tx) error {
-		const upsert = `INSERT INTO recon_run (channel, bill_date, started_at) VALUES (?, ?, ?)
-			ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id)`
-		res, err := tx.x.ExecContext(ctx, upsert, channel, day.Format(time.DateOnly), now)
+		var stale []int64
+		const running = `SELECT id FROM recon_run WHERE channel = ? AND source = ? AND bill_date = ? AND status = 'running' FOR UPDATE`
+		if err := tx.x.SelectContext(ctx, &stale, running, channel, source, day.Format(time.DateOnly)); err != nil {
+			return err
+		}
+		for _, s := range stale {
+			if err := failRun(ctx, tx, s, "abandoned: a later run of the day started while it was still marked running", now); err != nil {
+				return err
+			}
+		}
+		const insert = `INSERT INTO recon_run (channel, bill_date, source, status, started_at) VALUES (?, ?, ?, 'running', ?)`
+		res, err := tx.x.ExecContext(ctx, insert, channel, day.Format(time.DateOnly), source, now)
 		if err != nil {
 			return err
 		}
-		if id, err = res.LastInsertId(); err != nil {
-			return err
-		}
-		_, err = tx.x.ExecContext(ctx, `DELETE FROM recon_line WHERE run_id = ?`, id)
+		id, err = res.LastInsertId()
 		return err
 	})
 	return id, err
 }
 
-// ResetRun starts a run's classification afresh once its bill is staged whole: the previous
-// run's discrepancies of the day go, and nothing else changes.
-func (db *DB) ResetRun(ctx context.Context, runID int64, now time.Time) error {
+// FailRun marks a running run failed with its error; its staged lines and rows go. A run that
+// is no longer running is left as it is.
+func (db *DB) FailRun(ctx context.Context, runID int64, reason string, now time.Time) error {
+	return db.InTx(ctx, func(tx *Tx) error { return failRun(ctx, tx, runID, reason, now) })
+}
+
+func failRun(ctx context.Context, tx *Tx, runID int64, reason string, now time.Time) error {
+	const q = `UPDATE recon_run SET status = 'failed', error = ?, finished_at = ? WHERE id = ? AND status = 'running'`
+	res, err := tx.x.ExecContext(ctx, q, clip(reason, 512), now, runID)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return err
+	}
+	return dropRows(ctx, tx, runID)
+}
+
+// DropRun removes a running run whole, as if it never started: a bill refused as another
+// merchant's or another day's leaves nothing.
+func (db *DB) DropRun(ctx context.Context, runID int64) error {
 	return db.InTx(ctx, func(tx *Tx) error {
-		const reset = `UPDATE recon_run SET started_at = ?, finished_at = NULL, line_count = 0, bad_lines = 0, trusted = 1,
-			counts_json = NULL WHERE id = ?`
-		if _, err := tx.x.ExecContext(ctx, reset, now, runID); err != nil {
+		if err := dropRows(ctx, tx, runID); err != nil {
 			return err
 		}
-		_, err := tx.x.ExecContext(ctx, `DELETE FROM recon_discrepancy WHERE run_id = ?`, runID)
+		_, err := tx.x.ExecContext(ctx, `DELETE FROM recon_run WHERE id = ? AND status = 'running'`, runID)
 		return err
 	})
+}
+
+func dropRows(ctx context.Context, tx *Tx, runID int64) error {
+	if _, err := tx.x.ExecContext(ctx, `DELETE FROM recon_line WHERE run_id = ?`, runID); err != nil {
+		return err
+	}
+	_, err := tx.x.ExecContext(ctx, `DELETE FROM recon_discrepancy WHERE run_id = ?`, runID)
+	return err
+}
+
+// RunTotals is what a run found, stored when it completes.
+type RunTotals struct {
+	Lines, BadLines int
+	Trusted         bool
+	Counts          map[string]int
+}
+
+// CompleteRun makes a running run the day's result, in one transaction:
+//   - its totals are stored and it is complete (ErrRunLost if it was no longer running);
+//   - an untrusted run's staged lines go: no other day's logic reads an untrusted bill;
+//   - a trusted run becomes the day's evidence: the staged lines of the day's earlier runs go,
+//     and the previous day's evidence run's PENDING rows are settled by this bill: dropped
+//     when it shows the payment after all, LOCAL_ONLY otherwise (its counts follow).
+func (db *DB) CompleteRun(ctx context.Context, runID int64, t RunTotals, now time.Time) error {
+	counts, _ := json.Marshal(t.Counts) // a map of ints: cannot fail
+	return db.InTx(ctx, func(tx *Tx) error {
+		var r ReconRun
+		if err := tx.x.GetContext(ctx, &r, `SELECT `+reconRunColumns+` FROM recon_run WHERE id = ? FOR UPDATE`, runID); err != nil {
+			return notFound(err)
+		}
+		if r.Status != RunRunning {
+			return fmt.Errorf("%w: run %d is %s", ErrRunLost, runID, r.Status)
+		}
+		const done = `UPDATE recon_run SET status = 'complete', finished_at = ?, line_count = ?, bad_lines = ?, trusted = ?,
+			counts_json = ? WHERE id = ?`
+		if _, err := tx.x.ExecContext(ctx, done, now, t.Lines, t.BadLines, t.Trusted, string(counts), runID); err != nil {
+			return err
+		}
+		if !t.Trusted {
+			_, err := tx.x.ExecContext(ctx, `DELETE FROM recon_line WHERE run_id = ?`, runID)
+			return err
+		}
+		const older = `DELETE l FROM recon_line l JOIN recon_run o ON o.id = l.run_id
+			WHERE o.channel = ? AND o.source = ? AND o.bill_date = ? AND o.id <> ?`
+		if _, err := tx.x.ExecContext(ctx, older, r.Channel, r.Source, r.BillDate.Format(time.DateOnly), runID); err != nil {
+			return err
+		}
+		return settlePending(ctx, tx, r)
+	})
+}
+
+// settlePending settles the PENDING rows of the day before r's, now that r's bill is in.
+func settlePending(ctx context.Context, tx *Tx, r ReconRun) error {
+	var prev ReconRun
+	err := tx.x.GetContext(ctx, &prev, evidenceQuery+` FOR UPDATE`, r.Channel, r.Source, r.BillDate.AddDate(0, 0, -1).Format(time.DateOnly))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	const found = `DELETE d FROM recon_discrepancy d WHERE d.run_id = ? AND d.class = 'PENDING' AND EXISTS (
+		SELECT 1 FROM recon_line l WHERE l.run_id = ? AND l.kind = 'PAY' AND l.channel_txn_id = d.channel_txn_id)`
+	res, err := tx.x.ExecContext(ctx, found, prev.ID, r.ID)
+	if err != nil {
+		return err
+	}
+	dropped, _ := res.RowsAffected()
+	res, err = tx.x.ExecContext(ctx, `UPDATE recon_discrepancy SET class = 'LOCAL_ONLY' WHERE run_id = ? AND class = 'PENDING'`, prev.ID)
+	if err != nil {
+		return err
+	}
+	missing, _ := res.RowsAffected()
+	if dropped+missing == 0 {
+		return nil
+	}
+	counts := prev.Counts()
+	counts["PENDING"] -= int(dropped + missing)
+	counts["LOCAL_ONLY"] += int(missing)
+	for class, n := range counts {
+		if n <= 0 {
+			delete(counts, class)
+		}
+	}
+	b, _ := json.Marshal(counts)
+	_, err = tx.x.ExecContext(ctx, `UPDATE recon_run SET counts_json = ? WHERE id = ?`, string(b), prev.ID)
+	return err
 }
 
 // BillLine is a bill line as the run stages it.
@@ -143,23 +278,41 @@ type LocalPayment struct {
 }
 
 // LocalOnly reads, in key order from after id afterID, the orders the channel paid in [from, to)
-// whose payment no bill line of the channel's days first..last shows.
-func (db *DB) LocalOnly(ctx context.Context, channel string, from, to time.Time, first, last time.Time, afterID int64, batch int) ([]LocalPayment, error) {
-	const q = `SELECT o.id, o.trade_no, o.channel_txn_id, o.amount_fen, o.paid_time FROM orders o
+// whose payment no PAY line of the runs runIDs shows (the running run's own, and its neighbour
+// days' evidence runs).
+func (db *DB) LocalOnly(ctx context.Context, channel string, from, to time.Time, runIDs []int64, afterID int64, batch int) ([]LocalPayment, error) {
+	q, args, err := sqlx.In(`SELECT o.id, o.trade_no, o.channel_txn_id, o.amount_fen, o.paid_time FROM orders o
 		WHERE o.channel = ? AND o.paid_time >= ? AND o.paid_time < ? AND o.status = 'PAID' AND o.id > ?
-		  AND NOT EXISTS (SELECT 1 FROM recon_line l JOIN recon_run r ON r.id = l.run_id
-			WHERE r.channel = ? AND r.bill_date BETWEEN ? AND ? AND l.kind = 'PAY' AND l.channel_txn_id = o.channel_txn_id)
-		ORDER BY o.id LIMIT ?`
+		  AND NOT EXISTS (SELECT 1 FROM recon_line l WHERE l.run_id IN (?) AND l.kind = 'PAY' AND l.channel_txn_id = o.channel_txn_id)
+		ORDER BY o.id LIMIT ?`, channel, from, to, afterID, runIDs, batch)
+	if err != nil {
+		return nil, err
+	}
 	var rows []LocalPayment
-	err := db.x.SelectContext(ctx, &rows, q, channel, from, to, afterID, channel, first.Format(time.DateOnly), last.Format(time.DateOnly), batch)
+	err = db.x.SelectContext(ctx, &rows, q, args...)
 	return rows, err
 }
 
-// RunOf reads the run of (channel, day); payment.ErrNotFound if there is none.
-func (db *DB) RunOf(ctx context.Context, channel string, day time.Time) (ReconRun, error) {
-	const q = `SELECT ` + reconRunColumns + ` FROM recon_run WHERE channel = ? AND bill_date = ?`
+// evidenceQuery selects the evidence run of (channel, source, bill_date): its latest complete,
+// trusted run, the one whose lines other days' logic reads.
+const evidenceQuery = `SELECT ` + reconRunColumns + ` FROM recon_run
+	WHERE channel = ? AND source = ? AND bill_date = ? AND status = 'complete' AND trusted = 1 ORDER BY id DESC LIMIT 1`
+
+// EvidenceRun reads the day's evidence run (its latest complete, trusted run);
+// payment.ErrNotFound if it has none. Its staged lines are kept until a later one replaces it.
+func (db *DB) EvidenceRun(ctx context.Context, channel, source string, day time.Time) (ReconRun, error) {
 	var r ReconRun
-	err := db.x.GetContext(ctx, &r, q, channel, day.Format(time.DateOnly))
+	err := db.x.GetContext(ctx, &r, evidenceQuery, channel, source, day.Format(time.DateOnly))
+	return r, notFound(err)
+}
+
+// RunOf reads the result of (channel, source, day): its latest complete run, trusted or not;
+// payment.ErrNotFound if it has none.
+func (db *DB) RunOf(ctx context.Context, channel, source string, day time.Time) (ReconRun, error) {
+	const q = `SELECT ` + reconRunColumns + ` FROM recon_run
+		WHERE channel = ? AND source = ? AND bill_date = ? AND status = 'complete' ORDER BY id DESC LIMIT 1`
+	var r ReconRun
+	err := db.x.GetContext(ctx, &r, q, channel, source, day.Format(time.DateOnly))
 	return r, notFound(err)
 }
 
@@ -183,13 +336,13 @@ type Discrepancy struct {
 const discrepancyColumns = `id, run_id, channel, bill_date, line_key, class, trade_no, channel_txn_id, bill_amount_fen,
 	local_amount_fen, local_status, repair, detail`
 
-// PutDiscrepancy stores one discrepancy, replacing the row of the same line key of the day.
+// PutDiscrepancy stores one discrepancy, replacing the run's row of the same line key.
 func (db *DB) PutDiscrepancy(ctx context.Context, d Discrepancy) error {
 	return db.PutDiscrepancies(ctx, []Discrepancy{d})
 }
 
-// PutDiscrepancies stores rows in one statement, each replacing the row of the same line key of
-// its day.
+// PutDiscrepancies stores rows in one statement, each replacing its run's row of the same line
+// key.
 func (db *DB) PutDiscrepancies(ctx context.Context, rows []Discrepancy) error {
 	if len(rows) == 0 {
 		return nil
@@ -214,36 +367,8 @@ func (db *DB) PutDiscrepancies(ctx context.Context, rows []Discrepancy) error {
 	return err
 }
 
-// PendingOf lists the PENDING rows of a run, to settle once the next day's bill is in.
-func (db *DB) PendingOf(ctx context.Context, runID int64) ([]Discrepancy, error) {
-	const q = `SELECT ` + discrepancyColumns + ` FROM recon_discrepancy WHERE run_id = ? AND class = 'PENDING' ORDER BY id`
-	var rows []Discrepancy
-	err := db.x.SelectContext(ctx, &rows, q, runID)
-	return rows, err
-}
-
-// DeleteDiscrepancy removes a row that turned out not to be one.
-func (db *DB) DeleteDiscrepancy(ctx context.Context, id int64) error {
-	_, err := db.x.ExecContext(ctx, `DELETE FROM recon_discrepancy WHERE id = ?`, id)
-	return err
-}
-
-// TxnInRun reports whether a run staged a payment line of this transaction.
-func (db *DB) TxnInRun(ctx context.Context, runID int64, txnID string) (bool, error) {
-	var n int
-	err := db.x.GetContext(ctx, &n, `SELECT COUNT(*) FROM recon_line WHERE run_id = ? AND kind = 'PAY' AND channel_txn_id = ?`, runID, txnID)
-	return n > 0, err
-}
-
-// FinishRun stores a run's totals.
-func (db *DB) FinishRun(ctx context.Context, runID int64, lines, badLines int, trusted bool, counts map[string]int, now time.Time) error {
-	b, _ := json.Marshal(counts) // a map of ints: cannot fail
-	const q = `UPDATE recon_run SET finished_at = ?, line_count = ?, bad_lines = ?, trusted = ?, counts_json = ? WHERE id = ?`
-	_, err := db.x.ExecContext(ctx, q, now, lines, badLines, trusted, string(b), runID)
-	return err
-}
-
-// Runs lists runs, newest first, filtered by channel and day when given.
+// Runs lists runs of every status, newest day first and the day's latest run first, filtered by
+// channel and day when given.
 func (db *DB) Runs(ctx context.Context, channel string, day *time.Time) ([]ReconRun, error) {
 	q := `SELECT ` + reconRunColumns + ` FROM recon_run WHERE (? = '' OR channel = ?)`
 	args := []any{channel, channel}
@@ -251,7 +376,7 @@ func (db *DB) Runs(ctx context.Context, channel string, day *time.Time) ([]Recon
 		q += ` AND bill_date = ?`
 		args = append(args, day.Format(time.DateOnly))
 	}
-	q += ` ORDER BY bill_date DESC, channel LIMIT 500`
+	q += ` ORDER BY bill_date DESC, channel, id DESC LIMIT 500`
 	var rows []ReconRun
 	err := db.x.SelectContext(ctx, &rows, q, args...)
 	return rows, err

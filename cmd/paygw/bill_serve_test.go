@@ -81,7 +81,8 @@ func TestDailyBills(t *testing.T) {
 	}
 	utc := time.UTC
 	look := func(now time.Time, holder string) {
-		dailyBillsOnce(ctx, db, job, ds, holder, 10, 30, utc, cfg.Reconcile.LocalOnlyGrace, now, log)
+		dailyBills{db: db, job: job, ds: ds, holder: holder, hour: 10, minute: 30, stripeDay: utc,
+			grace: cfg.Reconcile.LocalOnlyGrace, ids: cfg.Channels, log: log}.once(ctx, now)
 	}
 	runs := func() int {
 		return testenv.Count(t, dsn, `SELECT COUNT(*) FROM recon_run WHERE finished_at IS NOT NULL`)
@@ -94,10 +95,10 @@ func TestDailyBills(t *testing.T) {
 	}
 
 	// Another replica holds the lease: this one runs nothing.
-	if err := db.EnsureLease(ctx, billLease); err != nil {
+	if err := db.EnsureLease(ctx, reconcile.BillLease); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := db.TakeLease(ctx, billLease, "b", time.Hour); err != nil || !ok {
+	if ok, err := db.TakeLease(ctx, reconcile.BillLease, "b", time.Hour); err != nil || !ok {
 		t.Fatalf("lease for b: %v %v", ok, err)
 	}
 	at := next.Add(10*time.Hour + 31*time.Minute)
@@ -105,7 +106,7 @@ func TestDailyBills(t *testing.T) {
 	if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM recon_run`); n != 0 {
 		t.Fatalf("runs without the lease: %d", n)
 	}
-	if err := db.ReleaseLease(ctx, billLease, "b"); err != nil {
+	if err := db.ReleaseLease(ctx, reconcile.BillLease, "b"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -130,7 +131,7 @@ func TestDailyBills(t *testing.T) {
 	if again := testenv.Count(t, dsn, `SELECT CAST(UNIX_TIMESTAMP(started_at) * 1000 AS SIGNED) FROM recon_run WHERE channel = 'wechatpay'`); again != started {
 		t.Fatal("a finished day ran again")
 	}
-	if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM job_lease WHERE name = ? AND expires_at < NOW(3)`, billLease); n != 1 {
+	if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM job_lease WHERE name = ? AND expires_at < NOW(3)`, reconcile.BillLease); n != 1 {
 		t.Fatal("the lease was not given up after the runs")
 	}
 }

@@ -52,7 +52,8 @@ Usage:
   paygw reconcile query [--config FILE] [--channel C] [--trade-no T] [--older-than D] [--max-age D] [--dry-run]
                                    ask the channels about WAIT_PAY orders whose notification never came
   paygw reconcile bill --channel C --date YYYY-MM-DD --file PATH [--report OUT.json|OUT.csv] [--config FILE]
-                                   match a channel's daily bill against our books (exit 3: discrepancies)
+                                   match a channel's daily bill against our books (exit 3: discrepancies,
+                                   4: an untrusted bill, nothing repaired)
   paygw why TRADE_NO [--config FILE]   why is this order (not) paid: what paygw knows of it
   paygw markers flush [--config FILE]
                                    start a new epoch: no Redis done marker written before is trusted
@@ -72,6 +73,9 @@ func main() {
 	}
 	if errors.Is(err, errDiscrepancies) {
 		os.Exit(exitDiscrepancies) // the run completed; what it found is on stdout
+	}
+	if errors.Is(err, errUntrusted) {
+		os.Exit(exitUntrusted) // the run completed and repaired nothing; why is on stdout
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "paygw:", err)
@@ -316,8 +320,7 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 		return err
 	}
 	if len(bds) > 0 {
-		host, _ := os.Hostname()
-		go serveDailyBills(ctx, cfg, db, applier, bds, fmt.Sprintf("%s:%d", host, os.Getpid()), met, log)
+		go serveDailyBills(ctx, cfg, db, applier, bds, leaseHolder("serve"), met, log)
 	}
 
 	// WeChat Pay in certificate mode follows the platform-certificate rotation: a download now and

@@ -728,8 +728,8 @@ func wechatBill(t *testing.T, rows int, lines ...string) string {
 }
 
 // `paygw reconcile bill --file` with a real WeChat bill: a payment whose notification was lost
-// is repaired (exit 0); a bill whose summary disagrees with its lines leaves a discrepancy
-// (exit 3, in the report); a bill that is not one stops with one line naming the file (exit 1).
+// is repaired (exit 0); a bill whose summary disagrees with its lines is untrusted (exit 4, in
+// the report); a bill that is not one stops with one line naming the file (exit 1).
 func TestReconcileBillCommand(t *testing.T) {
 	dir := t.TempDir()
 	man, err := simulate.WriteKeys(dir, time.Now())
@@ -776,14 +776,16 @@ func TestReconcileBillCommand(t *testing.T) {
 		t.Fatalf("report %s (%v)", raw, err)
 	}
 
-	// The same day again, its summary claiming two rows: the payment now matches, the summary does not.
+	// The same day again, its summary claiming two rows: the payment now matches, the summary does
+	// not, so the bill is untrusted (exit 4) and says why.
 	again := runPaygw(t, nil, "reconcile", "bill", "--config", path, "--channel", "wechatpay", "--date", "2026-11-30",
 		"--file", wechatBill(t, 2, line), "--report", report)
-	if again.code != 3 || !strings.Contains(again.stdout, "SUMMARY_MISMATCH") || !strings.Contains(again.stdout, "MATCHED") {
+	if again.code != 4 || !strings.Contains(again.stdout, "SUMMARY_MISMATCH") || !strings.Contains(again.stdout, "MATCHED") ||
+		!strings.Contains(again.stdout, "untrusted, nothing repaired: the summary disagrees") {
 		t.Fatalf("summary mismatch: exit %d\nstdout:\n%s\nstderr:\n%s", again.code, again.stdout, again.stderr)
 	}
-	if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM recon_run`); n != 1 {
-		t.Fatalf("runs = %d, want 1: a re-run replaces the day's", n)
+	if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM recon_run WHERE status = 'complete'`); n != 2 {
+		t.Fatalf("complete runs = %d, want 2: a re-run is a run of its own", n)
 	}
 
 	notABill := filepath.Join(t.TempDir(), "notes.txt")

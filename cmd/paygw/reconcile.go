@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -113,15 +114,51 @@ func reconcileCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	return err
 }
 
-// Exit codes of `paygw reconcile bill` beyond 0 (settled) and 1 (could not run).
-const exitDiscrepancies = 3
+// Exit codes of `paygw reconcile bill` beyond 0 (settled) and 1 (could not run, or the bill was
+// refused as another merchant's or another day's).
+const (
+	exitDiscrepancies = 3
+	exitUntrusted     = 4
+)
 
 // errDiscrepancies makes main exit with exitDiscrepancies: the run completed and found lines a
 // person must look at.
 var errDiscrepancies = errors.New("discrepancies remain")
 
+// errUntrusted makes main exit with exitUntrusted: the run completed, but the bill does not hold
+// together, so it repaired nothing; stdout says why.
+var errUntrusted = errors.New("the bill is untrusted: nothing was repaired")
+
 // shanghai is the Chinese channels' day: fixed UTC+8 (China keeps no DST).
 var shanghai = time.FixedZone("CST", 8*3600)
+
+// channelDay is the zone of channel's day: Beijing time for the Chinese channels,
+// reconcile.stripe_timezone for Stripe and any other.
+func channelDay(cfg *config.Config, channel string) *time.Location {
+	switch channel {
+	case "alipay", "wechatpay", "unionpay":
+		return shanghai
+	}
+	loc, _ := time.LoadLocation(cfg.Reconcile.StripeTimezone) // validated
+	return loc
+}
+
+// billIdentity is whom channel's bills must name, from its configuration.
+func billIdentity(c config.Channels, channel string) reconcile.Identity {
+	switch channel {
+	case "alipay":
+		return reconcile.Identity{Account: c.Alipay.SellerID}
+	case "wechatpay":
+		ids := slices.Clone(c.WeChatPay.AppIDs)
+		if c.WeChatPay.AppID != "" {
+			ids = append(ids, c.WeChatPay.AppID)
+		}
+		return reconcile.Identity{Merchant: c.WeChatPay.MchID, AppIDs: ids}
+	case "unionpay":
+		return reconcile.Identity{Merchant: c.UnionPay.MerID}
+	}
+	return reconcile.Identity{}
+}
 
 // billCmd is `paygw reconcile bill`: one channel's day against its bill.
 func billCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -144,14 +181,17 @@ func billCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	loc := shanghai
-	if *channel == "stripe" || *channel == "csv" {
-		loc, _ = time.LoadLocation(cfg.Reconcile.StripeTimezone) // validated
+	// A run is of one channel's day, in that channel's zone, and of one source: a generic csv
+	// bill stands beside the channel's own, never in its place.
+	matchAs, source := *channel, repository.SourceChannel
+	if matchAs == "csv" {
+		matchAs, source = *csvChannel, repository.SourceCSV
 	}
+	loc := channelDay(cfg, matchAs)
 	day = time.Date(day.Year(), day.Month(), day.Day(), 0, 0, 0, 0, loc)
 	log := newLogger(cfg.Log, stderr)
 	var r bills.Reader
-	source := *file
+	from := *file
 	if *file != "" {
 		f, err := os.Open(*file) // #nosec G304 -- the bill the operator names
 		if err != nil {
@@ -161,21 +201,6 @@ func billCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if r, err = billReader(*channel, f, day); err != nil {
 			return fmt.Errorf("reconcile bill: %s: %w", *file, err)
 		}
-	} else {
-		// Without --file: the channel's own download, over its outbound credentials.
-		source = fmt.Sprintf("the %s bill of %s as downloaded", *channel, day.Format(time.DateOnly))
-		b, err := downloadBill(ctx, cfg, *channel, day, log)
-		if err != nil {
-			return fmt.Errorf("reconcile bill: %w", err)
-		}
-		defer b.Close()
-		if r, err = b.Reader(); err != nil {
-			return fmt.Errorf("reconcile bill: %s: %w", source, err)
-		}
-	}
-	matchAs := *channel
-	if matchAs == "csv" {
-		matchAs = *csvChannel
 	}
 
 	db, applier, done, err := openApplier(ctx, cfg, log)
@@ -184,10 +209,30 @@ func billCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	defer done()
 	job := reconcile.New(db, applier, nil, reconcileConfig(cfg), log)
-	progress := billProgress(stderr)
-	rep, err := job.RunBill(ctx, matchAs, day, r, reconcile.BillConfig{LocalOnlyGrace: cfg.Reconcile.LocalOnlyGrace, Location: loc}, progress)
+	// One bill run at a time, whether serve's or this one: the same lease.
+	ctx, release, err := job.HoldBillLease(ctx, leaseHolder("reconcile bill"))
 	if err != nil {
-		return fmt.Errorf("reconcile bill: %s: %w", source, err)
+		return fmt.Errorf("reconcile bill: %w", err)
+	}
+	defer release()
+	if *file == "" {
+		// Without --file: the channel's own download, over its outbound credentials.
+		from = fmt.Sprintf("the %s bill of %s as downloaded", *channel, day.Format(time.DateOnly))
+		b, err := downloadBill(ctx, cfg, *channel, day, log)
+		if err != nil {
+			return fmt.Errorf("reconcile bill: %w", err)
+		}
+		defer b.Close()
+		if r, err = b.Reader(); err != nil {
+			return fmt.Errorf("reconcile bill: %s: %w", from, err)
+		}
+	}
+	progress := billProgress(stderr)
+	bc := reconcile.BillConfig{LocalOnlyGrace: cfg.Reconcile.LocalOnlyGrace, Location: loc, Source: source, Downloaded: *file == "",
+		Identity: billIdentity(cfg.Channels, matchAs)}
+	rep, err := job.RunBill(ctx, matchAs, day, r, bc, progress)
+	if err != nil {
+		return fmt.Errorf("reconcile bill: %s: %w", from, err)
 	}
 	printBillSummary(stdout, rep)
 	if *report != "" {
@@ -195,10 +240,22 @@ func billCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return fmt.Errorf("reconcile bill: --report: %w", err)
 		}
 	}
-	if !rep.Settled() {
+	switch {
+	case !rep.Trusted:
+		return errUntrusted
+	case !rep.Settled():
 		return errDiscrepancies
 	}
 	return nil
+}
+
+// leaseHolder names this process in a lease (at most 64 bytes): what it runs, host and pid.
+func leaseHolder(what string) string {
+	h := what + " on " + holderName()
+	if len(h) > 64 {
+		h = h[:64]
+	}
+	return h
 }
 
 // billReader opens f in channel's bill format.
@@ -235,9 +292,12 @@ func printBillSummary(w io.Writer, rep reconcile.BillReport) {
 		classes = append(classes, c)
 	}
 	sort.Strings(classes)
-	fmt.Fprintf(w, "%s %s: %d lines, trusted %v\n", rep.Channel, rep.BillDate, rep.Lines, rep.Trusted)
+	fmt.Fprintf(w, "%s %s (%s): %d lines, trusted %v\n", rep.Channel, rep.BillDate, rep.Source, rep.Lines, rep.Trusted)
 	for _, c := range classes {
 		fmt.Fprintf(w, "  %-24s %d\n", c, rep.Counts[c])
+	}
+	for _, why := range rep.Untrusted {
+		fmt.Fprintf(w, "  untrusted, nothing repaired: %s\n", why)
 	}
 	if rep.SummaryMismatch != "" {
 		fmt.Fprintf(w, "  summary: %s\n", rep.SummaryMismatch)
@@ -345,31 +405,40 @@ func downloadBill(ctx context.Context, cfg *config.Config, channel string, day t
 	return nil, fmt.Errorf("--channel %q: not enabled, or its outbound credentials are missing: give the bill with --file", channel)
 }
 
-// billLease is the job_lease row that lets one replica at a time run the daily bills.
-const billLease = "reconcile_bill"
-
 // billCheckEvery is how often serve looks for a daily bill to run: a failed run is tried again
 // at the next look.
 const billCheckEvery = 10 * time.Minute
 
-// billLeaseTTL outlives any one bill run; the lease is given up as soon as the runs are done.
-const billLeaseTTL = time.Hour
+// dailyBills runs yesterday's bill of every channel with outbound credentials once it is past
+// reconcile.bill_at in that channel's time (Beijing time for the Chinese channels,
+// reconcile.stripe_timezone for Stripe), under the bill lease (reconcile.BillLease, the one
+// `paygw reconcile bill` takes too).
+type dailyBills struct {
+	db           *repository.DB
+	job          *reconcile.Job
+	ds           []channels.BillDownloader
+	holder       string
+	hour, minute int
+	stripeDay    *time.Location
+	grace        time.Duration
+	ids          config.Channels
+	log          zerolog.Logger
+}
 
-// serveDailyBills runs yesterday's bill of every channel with outbound credentials once it is
-// past reconcile.bill_at in that channel's time (Beijing time for the Chinese channels,
-// reconcile.stripe_timezone for Stripe), on one replica at a time (the reconcile_bill lease). It
-// looks every billCheckEvery, and at start: a day whose run exists and finished is done; any
-// other (none yet, or one that failed half-way) is run, and a failure is logged and tried again
-// at the next look.
+// serveDailyBills looks every billCheckEvery, and at start: a day with a complete run of the
+// channel's bill is done; any other (none yet, or one that failed) is run, and a failure is
+// logged and tried again at the next look.
 func serveDailyBills(ctx context.Context, cfg *config.Config, db *repository.DB, applier reconcile.Applier, ds []channels.BillDownloader, holder string, met *metrics.Metrics, log zerolog.Logger) {
 	hour, minute, _ := cfg.Reconcile.BillAtClock() // validated
 	stripeDay, _ := time.LoadLocation(cfg.Reconcile.StripeTimezone)
 	job := reconcile.New(db, applier, nil, reconcileConfig(cfg), log)
 	job.Metrics = met
+	d := dailyBills{db: db, job: job, ds: ds, holder: holder, hour: hour, minute: minute, stripeDay: stripeDay,
+		grace: cfg.Reconcile.LocalOnlyGrace, ids: cfg.Channels, log: log}
 	t := time.NewTicker(billCheckEvery)
 	defer t.Stop()
 	for {
-		dailyBillsOnce(ctx, db, job, ds, holder, hour, minute, stripeDay, cfg.Reconcile.LocalOnlyGrace, time.Now(), log)
+		d.once(ctx, time.Now())
 		select {
 		case <-ctx.Done():
 			return
@@ -378,31 +447,28 @@ func serveDailyBills(ctx context.Context, cfg *config.Config, db *repository.DB,
 	}
 }
 
-// dailyBillsOnce is one look: the bills due at now that have no finished run, run under the lease.
-func dailyBillsOnce(ctx context.Context, db *repository.DB, job *reconcile.Job, ds []channels.BillDownloader, holder string,
-	hour, minute int, stripeDay *time.Location, grace time.Duration, now time.Time, log zerolog.Logger) {
+// once is one look: the bills due at now that have no complete run, run under the lease.
+func (b dailyBills) once(ctx context.Context, now time.Time) {
 	type due struct {
 		d   channels.BillDownloader
 		day time.Time
 	}
 	var todo []due
-	for _, d := range ds {
+	for _, d := range b.ds {
 		loc := shanghai
 		if d.Name() == "stripe" {
-			loc = stripeDay
+			loc = b.stripeDay
 		}
 		local := now.In(loc)
 		y, m, dd := local.Date()
-		if local.Before(time.Date(y, m, dd, hour, minute, 0, 0, loc)) {
+		if local.Before(time.Date(y, m, dd, b.hour, b.minute, 0, 0, loc)) {
 			continue
 		}
 		day := time.Date(y, m, dd-1, 0, 0, 0, 0, loc)
-		run, err := db.RunOf(ctx, d.Name(), day)
-		switch {
-		case err == nil && run.FinishedAt.Valid:
-			continue // done
-		case err != nil && !errors.Is(err, payment.ErrNotFound):
-			log.Warn().Err(err).Str("channel", d.Name()).Msg("reconcile bill: reading the day's run")
+		if done, err := b.done(ctx, d.Name(), day); done || err != nil {
+			if err != nil {
+				b.log.Warn().Err(err).Str("channel", d.Name()).Msg("reconcile bill: reading the day's run")
+			}
 			continue
 		}
 		todo = append(todo, due{d, day})
@@ -410,24 +476,25 @@ func dailyBillsOnce(ctx context.Context, db *repository.DB, job *reconcile.Job, 
 	if len(todo) == 0 {
 		return
 	}
-	if err := db.EnsureLease(ctx, billLease); err != nil {
-		log.Warn().Err(err).Msg("reconcile bill: the lease row")
-		return
+	ctx, release, err := b.job.HoldBillLease(ctx, b.holder)
+	if err != nil {
+		var held *reconcile.LeaseHeldError
+		if !errors.As(err, &held) {
+			b.log.Warn().Err(err).Msg("reconcile bill: the lease")
+		}
+		return // another replica or a `paygw reconcile bill` runs, or the database is away: next look
 	}
-	if ok, err := db.TakeLease(ctx, billLease, holder, billLeaseTTL); err != nil || !ok {
-		return // another replica runs them, or the database is away: next look
-	}
-	defer func() { _ = db.ReleaseLease(context.WithoutCancel(ctx), billLease, holder) }()
+	defer release()
 	for _, t := range todo {
 		if ctx.Err() != nil {
 			return
 		}
-		// Another replica may have finished it between the look and the lease.
-		if run, err := db.RunOf(ctx, t.d.Name(), t.day); err == nil && run.FinishedAt.Valid {
+		// Another replica may have completed it between the look and the lease.
+		if done, err := b.done(ctx, t.d.Name(), t.day); done || err != nil {
 			continue
 		}
-		rep, err := runDownloadedBill(ctx, job, t.d, t.day, grace)
-		l := log.With().Str("channel", t.d.Name()).Str("bill_date", t.day.Format(time.DateOnly)).Logger()
+		rep, err := b.run(ctx, t.d, t.day)
+		l := b.log.With().Str("channel", t.d.Name()).Str("bill_date", t.day.Format(time.DateOnly)).Logger()
 		if err != nil {
 			l.Warn().Err(err).Msg("reconcile bill: the daily run failed; tried again at the next look")
 			continue
@@ -436,23 +503,34 @@ func dailyBillsOnce(ctx context.Context, db *repository.DB, job *reconcile.Job, 
 		if !rep.Settled() || !rep.Trusted {
 			ev = l.Warn()
 		}
-		ev.Int("lines", rep.Lines).Interface("counts", rep.Counts).Bool("trusted", rep.Trusted).Bool("settled", rep.Settled()).
-			Msg("reconcile bill")
+		ev.Int("lines", rep.Lines).Interface("counts", rep.Counts).Bool("trusted", rep.Trusted).Strs("untrusted", rep.Untrusted).
+			Bool("settled", rep.Settled()).Msg("reconcile bill")
 	}
 }
 
-// runDownloadedBill downloads d's bill of day and runs it.
-func runDownloadedBill(ctx context.Context, job *reconcile.Job, d channels.BillDownloader, day time.Time, grace time.Duration) (reconcile.BillReport, error) {
-	b, err := d.DownloadBill(ctx, day)
+// done reports whether channel's day has a complete run of the channel's own bill (trusted or
+// not: an untrusted one waits for a person, not for another download).
+func (b dailyBills) done(ctx context.Context, channel string, day time.Time) (bool, error) {
+	_, err := b.db.RunOf(ctx, channel, repository.SourceChannel, day)
+	if errors.Is(err, payment.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// run downloads d's bill of day and runs it.
+func (b dailyBills) run(ctx context.Context, d channels.BillDownloader, day time.Time) (reconcile.BillReport, error) {
+	f, err := d.DownloadBill(ctx, day)
 	if err != nil {
 		return reconcile.BillReport{}, err
 	}
-	defer b.Close()
-	r, err := b.Reader()
+	defer f.Close()
+	r, err := f.Reader()
 	if err != nil {
 		return reconcile.BillReport{}, err
 	}
-	return job.RunBill(ctx, d.Name(), day, r, reconcile.BillConfig{LocalOnlyGrace: grace, Location: day.Location()}, nil)
+	return b.job.RunBill(ctx, d.Name(), day, r, reconcile.BillConfig{LocalOnlyGrace: b.grace, Location: day.Location(),
+		Source: repository.SourceChannel, Downloaded: true, Identity: billIdentity(b.ids, d.Name())}, nil)
 }
 
 // openApplier opens what a one-shot command needs to apply events as serve does: MySQL, Redis
