@@ -318,7 +318,16 @@ func (w *world) runBill(bd BillDay, date time.Time, file []byte, zipped bool) (r
 	w.mu.RLock()
 	job := w.proc.job
 	w.mu.RUnlock()
-	return job.RunBill(context.Background(), bd.Channel, date, r, reconcile.BillConfig{LocalOnlyGrace: 48 * time.Hour, Location: Zone(bd.Channel)}, nil)
+	return job.RunBill(context.Background(), bd.Channel, date, r, reconcile.BillConfig{LocalOnlyGrace: 48 * time.Hour,
+		Location: Zone(bd.Channel), Identity: merchant[bd.Channel]}, nil)
+}
+
+// merchant is whom each channel's bills must name, as channels.<name>.seller_id / mch_id /
+// app_id / mer_id would say: the sandbox merchant the bills of bills.go are made out to.
+var merchant = map[string]reconcile.Identity{
+	Alipay:   {Account: AlipayPID},
+	WeChat:   {Merchant: simulate.SandboxWeChatMchID, AppIDs: []string{simulate.SandboxWeChatAppID}},
+	UnionPay: {Merchant: simulate.SandboxUnionPayMerID},
 }
 
 // books is what the oracle reads of one order.
@@ -419,12 +428,12 @@ func (w *world) read(members []*member) (map[string]*books, error) {
 	return out, nil
 }
 
-// dayRun describes the day's complete runs (finished ones): each run row, the lines it staged
+// dayRun describes the day's complete runs (status complete): each run row, the lines it staged
 // and the day's discrepancy rows. A failed or running run's own row is left out: it may exist,
 // but nothing of the complete ones may change.
 func (w *world) dayRun(bd BillDay, date time.Time) (string, error) {
 	rows, err := w.sqlDB.Query(`SELECT id, line_count, trusted, COALESCE(counts_json, '') FROM recon_run
-		WHERE channel = ? AND bill_date = ? AND finished_at IS NOT NULL ORDER BY id`, bd.Channel, date.Format(time.DateOnly))
+		WHERE channel = ? AND bill_date = ? AND status = 'complete' ORDER BY id`, bd.Channel, date.Format(time.DateOnly))
 	if err != nil {
 		return "", err
 	}
