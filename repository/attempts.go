@@ -95,11 +95,14 @@ type AttemptFilter struct {
 	Limit            int
 }
 
+// dueFrom reads an attempt with its order's creation time, for DueAttempts and StaleAttempts.
+const dueFrom = `SELECT a.trade_no, a.channel, a.channel_ref, a.created_time, a.next_query_at, a.query_count,
+		a.last_query_at, a.last_answer, a.last_status, o.create_time AS order_time
+	FROM payment_attempt a JOIN orders o ON o.trade_no = a.trade_no`
+
 // DueAttempts lists the attempts f picks, the longest overdue first.
 func (db *DB) DueAttempts(ctx context.Context, f AttemptFilter) ([]DueAttempt, error) {
-	const q = `SELECT a.trade_no, a.channel, a.channel_ref, a.created_time, a.next_query_at, a.query_count,
-			a.last_query_at, a.last_answer, a.last_status, o.create_time AS order_time
-		FROM payment_attempt a JOIN orders o ON o.trade_no = a.trade_no
+	const q = dueFrom + `
 		WHERE a.closed_time IS NULL AND a.created_time >= ? AND a.created_time < ?
 		  AND o.status IN ('WAIT_PAY', 'CLOSED')
 		  AND (? OR a.next_query_at <= ?) AND (? = '' OR a.channel = ?) AND (? = '' OR a.trade_no = ?)
@@ -120,9 +123,7 @@ type StaleFilter struct {
 // StaleAttempts lists the attempts f picks, oldest first. Closing them (through apply, one close
 // event each) closes their orders: nothing that can still be asked is open any more.
 func (db *DB) StaleAttempts(ctx context.Context, f StaleFilter) ([]DueAttempt, error) {
-	const q = `SELECT a.trade_no, a.channel, a.channel_ref, a.created_time, a.next_query_at, a.query_count,
-			a.last_query_at, a.last_answer, a.last_status, o.create_time AS order_time
-		FROM payment_attempt a JOIN orders o ON o.trade_no = a.trade_no
+	const q = dueFrom + `
 		WHERE a.closed_time IS NULL AND a.created_time >= ? AND a.created_time < ? AND o.status = 'WAIT_PAY'
 		  AND EXISTS (SELECT 1 FROM payment_attempt c WHERE c.trade_no = a.trade_no AND c.closed_time IS NOT NULL)
 		  AND NOT EXISTS (SELECT 1 FROM payment_attempt y WHERE y.trade_no = a.trade_no AND y.closed_time IS NULL AND y.created_time >= ?)
