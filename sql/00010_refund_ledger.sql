@@ -9,13 +9,15 @@
 -- For the payment an order holds, refunded_fen = GREATEST(SUM(its APPLIED items), its APPLIED
 -- TOTAL). Refunds of a payment not applied yet are PENDING (trade_no '' when the channel names no
 -- order), and a payment with any takes the slow path, which counts them in: the refunds_pending
--- counter goes.
+-- counter goes. idx_status_payment finds PENDING rows whose payment has applied since (the query
+-- job's sweep).
 ALTER TABLE refund
   MODIFY refund_id VARCHAR(200) NOT NULL COMMENT 'the channel''s id of the refund; total:<txn>; or a bill line''s key',
   ADD COLUMN kind ENUM('ITEM','TOTAL') NOT NULL DEFAULT 'ITEM' AFTER refund_id,
   ADD COLUMN id_known TINYINT(1) NOT NULL DEFAULT 1 COMMENT '0: refund_id is a bill line''s key; the bill named no id' AFTER kind,
   ADD COLUMN bill_key VARCHAR(200) NULL COMMENT 'the id-less bill line that matched this refund' AFTER id_known,
-  ADD UNIQUE KEY uk_refund_bill_key (channel, bill_key);
+  ADD UNIQUE KEY uk_refund_bill_key (channel, bill_key),
+  ADD KEY idx_status_payment (status, channel, channel_txn_id);
 
 -- What older rows stated: an amount stays the item's amount; a running total becomes the
 -- payment's TOTAL row, and its item keeps no amount of its own.
@@ -49,6 +51,7 @@ ALTER TABLE refund
   MODIFY amount_fen BIGINT NOT NULL DEFAULT 0,
   ADD CONSTRAINT ck_refund_amounts CHECK (stated_fen >= 0 AND amount_fen >= 0),
   DROP KEY uk_refund_bill_key,
+  DROP KEY idx_status_payment,
   DROP COLUMN bill_key,
   DROP COLUMN id_known,
   DROP COLUMN kind,
