@@ -408,8 +408,9 @@ func (a *Applier) countRefund(ctx context.Context, tx *repository.Tx, o payment.
 // wrote (zero for a statement of a running total alone, or a refused total):
 //   - a running total raises the payment's TOTAL row (a refused one is left out);
 //   - a refund named by its id (or by its bill line) is an item; one the ledger has already
-//     learns its amount if it had none; a new one with an amount is the refund an id-less bill
-//     line recorded with that amount when there is one (the bill could not say which it was).
+//     learns its amount if it had none; a new one with an amount, stated by a notification or a
+//     query, is the refund an id-less bill line recorded with that amount when there is one (the
+//     bill could not say which it was). A bill's own lines are distinct refunds, never merged.
 func putRefund(ctx context.Context, tx *repository.Tx, ev payment.Event, status string, now time.Time) (payment.Refund, error) {
 	row := payment.Refund{Channel: ev.Channel, RefundID: cmp.Or(ev.RefundID, ev.RefundBillKey), Kind: repository.RefundItem,
 		IDKnown: ev.RefundID != "", BillKey: ev.RefundBillKey, TradeNo: ev.TradeNo, ChannelTxnID: ev.ChannelTxnID,
@@ -425,21 +426,25 @@ func putRefund(ctx context.Context, tx *repository.Tx, ev payment.Event, status 
 	if !ev.RefundIsTotal {
 		row.AmountFen = &ev.RefundFen
 	}
+	billed := ev.Source == payment.SourceBill
 	cur, err := tx.LockRefund(ctx, row.Channel, row.RefundID)
 	switch {
 	case err == nil:
 		if cur.AmountFen != nil || row.AmountFen == nil {
 			return cur, nil // nothing it did not know
 		}
-		cur.AmountFen, cur.Status = row.AmountFen, status
+		cur.AmountFen, cur.Status, cur.BillKey = row.AmountFen, status, cmp.Or(cur.BillKey, row.BillKey)
 		if err := tx.UpdateRefund(ctx, cur); err != nil {
 			return payment.Refund{}, err
+		}
+		if billed { // a bill's lines are distinct refunds: an id-less one is not this one
+			return cur, nil
 		}
 		return cur, foldAnonymous(ctx, tx, &cur)
 	case !errors.Is(err, payment.ErrNotFound):
 		return payment.Refund{}, err
 	}
-	if row.IDKnown && row.AmountFen != nil {
+	if row.IDKnown && row.AmountFen != nil && !billed {
 		anon, err := tx.LockAnonymousItem(ctx, row.Channel, row.ChannelTxnID, *row.AmountFen)
 		if err == nil {
 			anon.RefundID, anon.IDKnown, anon.Status, anon.TradeNo = row.RefundID, true, status, cmp.Or(anon.TradeNo, row.TradeNo)

@@ -405,8 +405,19 @@ func (b *billRun) flagAmount(m repository.PayMatch) (string, error) {
 // by the channel's id, or, when the bill gives none, by its place in the day's bill: the n-th
 // id-less line of its payment and amount (two equal lines are two refunds), a key that a re-run
 // of the day gives again. Such a line stands for the ledger's refund it matched before, else for
-// one of the payment's refunds of that amount that no bill line has matched yet.
+// one of the payment's refunds of that amount that no bill line has stated yet. Every line a
+// trusted bill matches leaves its key on the ledger's row (bill_key; "bill:id:<id>" for a line
+// with an id), so no other line can be taken for the same refund. The lines with ids go first,
+// so an id-less line never claims a refund the same bill names.
 func (b *billRun) refunds() error {
+	if err := b.refundLines(true); err != nil {
+		return err
+	}
+	return b.refundLines(false)
+}
+
+// refundLines classifies the refund lines with an id (named) or those without.
+func (b *billRun) refundLines(named bool) error {
 	seen := map[string]int{} // id-less lines so far, per payment and amount
 	for after := 0; ; {
 		rows, err := b.j.db.RefundLines(b.ctx, b.runID, after, stageBatch)
@@ -415,9 +426,12 @@ func (b *billRun) refunds() error {
 		}
 		for _, l := range rows {
 			after = l.No
+			if (l.RefundID != "") != named {
+				continue
+			}
 			bill := l.AmountFen
 			d := Discrepancy{TradeNo: l.TradeNo, ChannelTxnID: l.ChannelTxnID, BillAmountFen: &bill}
-			key, billKey := "refund:"+l.ChannelTxnID+":"+l.RefundID, ""
+			key, billKey := "refund:"+l.ChannelTxnID+":"+l.RefundID, "bill:id:"+l.RefundID
 			if l.RefundID == "" {
 				same := fmt.Sprintf("%s:%d", l.ChannelTxnID, l.AmountFen)
 				seen[same]++
@@ -431,6 +445,9 @@ func (b *billRun) refunds() error {
 				d.Repair = b.repairRefund(l, billKey)
 			case err == nil && *f.AmountFen == l.AmountFen:
 				d.Class, d.LocalStatus = ClassRefundMatched, f.Status
+				if err := b.markBilled(f, billKey); err != nil {
+					return err
+				}
 			case err == nil:
 				d.Class, d.LocalAmountFen, d.LocalStatus = ClassRefundAmountMismatch, f.AmountFen, f.Status
 			case errors.Is(err, payment.ErrNotFound):
@@ -450,7 +467,7 @@ func (b *billRun) refunds() error {
 // line (billKey) the one it matched before, else one it can claim (a trusted bill only).
 // payment.ErrNotFound if none.
 func (b *billRun) ledgerRefund(l repository.BillLine, billKey string) (payment.Refund, error) {
-	if billKey == "" {
+	if l.RefundID != "" {
 		return b.j.db.RefundByID(b.ctx, b.channel, l.RefundID)
 	}
 	f, err := b.j.db.RefundByBillKey(b.ctx, b.channel, billKey)
@@ -465,6 +482,14 @@ func (b *billRun) ledgerRefund(l repository.BillLine, billKey string) (payment.R
 		err = payment.ErrNotFound
 	}
 	return f, err
+}
+
+// markBilled leaves a trusted bill's line key on the refund it matched by id.
+func (b *billRun) markBilled(f payment.Refund, billKey string) error {
+	if f.BillKey != "" || !b.mayRepair() {
+		return nil
+	}
+	return b.j.db.MarkBilled(b.ctx, f.ID, billKey)
 }
 
 // repairRefund puts a refund the bill proves into the ledger through the refund path: under its

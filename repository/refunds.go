@@ -218,8 +218,14 @@ func (db *DB) RefundByID(ctx context.Context, channel, refundID string) (payment
 	return getRefund(ctx, db.x, q, channel, refundID)
 }
 
+// MarkBilled leaves a bill line's key on the refund it stated (a refund known by its id).
+func (db *DB) MarkBilled(ctx context.Context, id int64, billKey string) error {
+	_, err := db.x.ExecContext(ctx, `UPDATE refund SET bill_key = ? WHERE id = ? AND bill_key IS NULL`, billKey, id)
+	return conflict(err)
+}
+
 // ClaimRefund gives an id-less bill line the oldest item of its payment with its amount that no
-// bill line has claimed: the refund the line stands for. ok is false when there is none.
+// bill line has stated (by its id or by claiming it): the refund the line stands for. ok is false when there is none.
 func (db *DB) ClaimRefund(ctx context.Context, channel, txnID string, amountFen int64, billKey string) (payment.Refund, bool, error) {
 	const q = `UPDATE refund SET bill_key = ? WHERE channel = ? AND channel_txn_id = ? AND kind = 'ITEM'
 		AND amount_fen = ? AND bill_key IS NULL ORDER BY id LIMIT 1`

@@ -71,6 +71,17 @@ var regressions = []Script{
 		{Channel: UnionPay, Outcome: Paid, At: 10 * time.Hour}},
 		Refunds: []Refund{{Attempt: 0, Fen: 1000, At: 20 * time.Hour}}},
 		Steps: []Step{{R: 2, Op: OpDeliver, N: 0}, {R: 5, Op: OpBill, Channel: UnionPay, Day: 1}, {R: 5, Op: OpPurge}, {R: 5, Op: OpRestart, Flush: true}}},
+	// Found by the check on the ledger itself: an Alipay bill lists two refunds of 3.81, one with
+	// its 退款批次号 and one without. The id-less line was repaired as an anonymous item, then the
+	// line with the id adopted that item as its own: two bill lines counted as one refund.
+	// A bill's lines are distinct refunds now, and the lines with ids are matched first.
+	{Name: "bill lines with and without ids merged", History: History{Seed: 102754585974, AmountFen: 1096, Attempts: []Attempt{
+		{Channel: WeChat, Outcome: Paid, At: 63*time.Hour + 58*time.Minute + 25*time.Second},
+		{Channel: Alipay, Outcome: Paid, At: 14*time.Hour + 34*time.Minute + 39*time.Second, GBK: true, CloseNotify: true}},
+		Refunds: []Refund{{Attempt: 1, Fen: 381, At: 20*time.Hour + 44*time.Minute + 35*time.Second, NoBillID: true},
+			{Attempt: 1, Fen: 381, At: 37*time.Hour + 8*time.Minute + 50*time.Second},
+			{Attempt: 0, Fen: 1096, At: 69*time.Hour + 16*time.Minute + 25*time.Second}}},
+		Steps: []Step{{R: 5, Op: OpBill, Channel: Alipay, Day: 0}, {R: 5, Op: OpBill, Channel: Alipay, Day: 1}}},
 }
 
 // TestLedgerRegressions runs every scripted history alone.
