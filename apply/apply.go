@@ -329,10 +329,15 @@ func (a *Applier) refund(ctx context.Context, tx *repository.Tx, ev *payment.Eve
 	switch {
 	case err == nil:
 		ev.TradeNo = o.TradeNo
-		outcome, err = a.countRefund(ctx, tx, o, now, refundKey(*ev), func(status string) error {
+		write := func(status string) error {
 			_, err := putRefund(ctx, tx, *ev, status, now)
 			return err
-		})
+		}
+		if ev.RefundIsTotal {
+			outcome, err = a.countTotal(ctx, tx, o, now, refundKey(*ev), ev.RefundFen, write)
+		} else {
+			outcome, err = a.countRefund(ctx, tx, o, now, refundKey(*ev), write)
+		}
 	case errors.Is(err, payment.ErrNotFound):
 		outcome, err = a.refundUnapplied(ctx, tx, ev, now)
 	}
@@ -394,14 +399,38 @@ func (a *Applier) countRefund(ctx context.Context, tx *repository.Tx, o payment.
 		}
 		return payment.OutcomeRefundExceedsPayment, tx.FlagAnomaly(ctx, refundAnomaly(o, key, refunded, now))
 	}
-	if refunded != o.RefundedFen {
-		if ok, err := tx.SetRefunded(ctx, o.TradeNo, refunded); err != nil {
-			return "", err
-		} else if !ok {
-			return "", errors.New("order changed under its row lock")
-		}
+	return payment.OutcomeRefunded, setRefunded(ctx, tx, o, refunded)
+}
+
+// countTotal is countRefund for a running total (naming at most a refund without its amount): it
+// adds no item's amount, so what refunded_fen becomes is known before the write, and only a
+// total that would pass the payment takes countRefund's undo-and-refuse path.
+func (a *Applier) countTotal(ctx context.Context, tx *repository.Tx, o payment.Order, now time.Time, key string, stated int64, write func(status string) error) (payment.Outcome, error) {
+	items, total, err := tx.RefundSums(ctx, o.Channel, o.ChannelTxnID, payment.RefundApplied)
+	if err != nil {
+		return "", err
 	}
-	return payment.OutcomeRefunded, nil
+	refunded := max(items, total, stated, o.RefundedFen)
+	if refunded > o.AmountFen {
+		return a.countRefund(ctx, tx, o, now, key, write)
+	}
+	if err := write(payment.RefundApplied); err != nil {
+		return "", err
+	}
+	return payment.OutcomeRefunded, setRefunded(ctx, tx, o, refunded)
+}
+
+// setRefunded writes a locked order's refunded_fen when it changes.
+func setRefunded(ctx context.Context, tx *repository.Tx, o payment.Order, refunded int64) error {
+	if refunded == o.RefundedFen {
+		return nil
+	}
+	if ok, err := tx.SetRefunded(ctx, o.TradeNo, refunded); err != nil {
+		return err
+	} else if !ok {
+		return errors.New("order changed under its row lock")
+	}
+	return nil
 }
 
 // putRefund writes what ev states into the ledger with the given status, and returns the item it
@@ -423,9 +452,15 @@ func putRefund(ctx context.Context, tx *repository.Tx, ev payment.Event, status 
 	if row.RefundID == "" {
 		return payment.Refund{}, nil
 	}
-	if !ev.RefundIsTotal {
-		row.AmountFen = &ev.RefundFen
+	if ev.RefundIsTotal { // an item without its amount: nothing to learn or adopt if it is there
+		id, err := tx.InsertRefund(ctx, row)
+		if errors.Is(err, payment.ErrConflict) {
+			return tx.LockRefund(ctx, row.Channel, row.RefundID)
+		}
+		row.ID = id
+		return row, err
 	}
+	row.AmountFen = &ev.RefundFen
 	billed := ev.Source == payment.SourceBill
 	cur, err := tx.LockRefund(ctx, row.Channel, row.RefundID)
 	switch {
