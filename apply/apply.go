@@ -403,14 +403,12 @@ func (a *Applier) countRefund(ctx context.Context, tx *repository.Tx, o payment.
 }
 
 // countTotal is countRefund for a running total (naming at most a refund without its amount): it
-// adds no item's amount, so what refunded_fen becomes is known before the write, and only a
-// total that would pass the payment takes countRefund's undo-and-refuse path.
+// adds no item's amount, so what refunded_fen becomes is known before the write. The locked
+// order's refunded_fen is what the ledger says of its APPLIED rows (only this lock's holders
+// change them), so the total makes it the larger of the two; only a total that would pass the
+// payment takes countRefund's undo-and-refuse path.
 func (a *Applier) countTotal(ctx context.Context, tx *repository.Tx, o payment.Order, now time.Time, key string, stated int64, write func(status string) error) (payment.Outcome, error) {
-	items, total, err := tx.RefundSums(ctx, o.Channel, o.ChannelTxnID, payment.RefundApplied)
-	if err != nil {
-		return "", err
-	}
-	refunded := max(items, total, stated, o.RefundedFen)
+	refunded := max(stated, o.RefundedFen)
 	if refunded > o.AmountFen {
 		return a.countRefund(ctx, tx, o, now, key, write)
 	}
@@ -434,8 +432,9 @@ func setRefunded(ctx context.Context, tx *repository.Tx, o payment.Order, refund
 }
 
 // putRefund writes what ev states into the ledger with the given status, and returns the item it
-// wrote (zero for a statement of a running total alone, or a refused total):
-//   - a running total raises the payment's TOTAL row (a refused one is left out);
+// wrote (zero for a running total):
+//   - a running total raises the payment's TOTAL row, with the item of the refund it names (a
+//     refused one keeps only that item, REFUSED);
 //   - a refund named by its id (or by its bill line) is an item; one the ledger has already
 //     learns its amount if it had none; a new one with an amount, stated by a notification or a
 //     query, is the refund an id-less bill line recorded with that amount when there is one (the
@@ -445,9 +444,7 @@ func putRefund(ctx context.Context, tx *repository.Tx, ev payment.Event, status 
 		IDKnown: ev.RefundID != "", BillKey: ev.RefundBillKey, TradeNo: ev.TradeNo, ChannelTxnID: ev.ChannelTxnID,
 		Currency: ev.Currency, Status: status, CreatedTime: now}
 	if ev.RefundIsTotal && status != payment.RefundRefused {
-		if err := tx.RaiseRefundTotal(ctx, row, ev.RefundFen); err != nil {
-			return payment.Refund{}, err
-		}
+		return payment.Refund{}, tx.RaiseRefundTotal(ctx, row, ev.RefundFen) // and its item, in one statement
 	}
 	if row.RefundID == "" {
 		return payment.Refund{}, nil

@@ -89,14 +89,20 @@ func (tx *Tx) InsertRefund(ctx context.Context, r payment.Refund) (int64, error)
 	return res.LastInsertId()
 }
 
-// RaiseRefundTotal records a running total a source stated for a payment: its TOTAL row becomes
-// the larger of what it held and fen (a row that is new takes r's status).
+// RaiseRefundTotal records a running total a source stated for a payment, in one statement: its
+// TOTAL row becomes the larger of what it held and fen (a row that is new takes r's status), and
+// when r names the refund that caused it (r.RefundID), that refund's item is there too, without an
+// amount of its own (an item already there is left as it is).
 func (tx *Tx) RaiseRefundTotal(ctx context.Context, r payment.Refund, fen int64) error {
-	const q = `INSERT INTO refund (channel, refund_id, kind, trade_no, channel_txn_id, amount_fen, currency, status,
-		created_time) VALUES (?, ?, 'TOTAL', ?, ?, ?, ?, ?, ?)
-		ON DUPLICATE KEY UPDATE amount_fen = GREATEST(amount_fen, VALUES(amount_fen))`
-	_, err := tx.x.ExecContext(ctx, q, r.Channel, TotalRefundID(r.ChannelTxnID), r.TradeNo, r.ChannelTxnID, fen,
-		r.Currency, r.Status, r.CreatedTime)
+	q := `INSERT INTO refund (channel, refund_id, kind, trade_no, channel_txn_id, amount_fen, currency, status,
+		created_time) VALUES (?, ?, 'TOTAL', ?, ?, ?, ?, ?, ?)`
+	args := []any{r.Channel, TotalRefundID(r.ChannelTxnID), r.TradeNo, r.ChannelTxnID, fen, r.Currency, r.Status, r.CreatedTime}
+	if r.RefundID != "" {
+		q += `, (?, ?, 'ITEM', ?, ?, NULL, ?, ?, ?)`
+		args = append(args, r.Channel, r.RefundID, r.TradeNo, r.ChannelTxnID, r.Currency, r.Status, r.CreatedTime)
+	}
+	q += ` ON DUPLICATE KEY UPDATE amount_fen = IF(kind = 'TOTAL', GREATEST(amount_fen, VALUES(amount_fen)), amount_fen)`
+	_, err := tx.x.ExecContext(ctx, q, args...)
 	return err
 }
 
