@@ -16,13 +16,7 @@ import (
 // repaired (exit 0); a day whose bill holds an order that is not ours leaves a discrepancy
 // (exit 3).
 func TestReconcileBillDownload(t *testing.T) {
-	dir := t.TempDir()
-	man, err := simulate.WriteKeys(dir, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	testenv.Secret(t, man.Stripe.APIKey)
-	testenv.Secret(t, man.UnionPay.MerchantSignCertPassword)
+	dir, man := sandboxKeys(t)
 	fake, err := simulate.NewFake(dir, "")
 	if err != nil {
 		t.Fatal(err)

@@ -30,13 +30,7 @@ var billDay = time.Date(2026, 11, 30, 0, 0, 0, 0, cst)
 // database of its own.
 func billSetup(t *testing.T) (path, dsn string) {
 	t.Helper()
-	dir := t.TempDir()
-	man, err := simulate.WriteKeys(dir, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	testenv.Secret(t, man.Stripe.APIKey)
-	testenv.Secret(t, man.UnionPay.MerchantSignCertPassword)
+	_, man := sandboxKeys(t)
 	raw, err := os.ReadFile(man.ConfigPath)
 	if err != nil {
 		t.Fatal(err)

@@ -19,9 +19,9 @@ import (
 	"github.com/paygw/paygw/simulate"
 )
 
-// sandboxChannels writes fresh sandbox keys and returns the channels: block trusting them, its
-// outbound calls sent to a running fake channel.
-func sandboxChannels(t *testing.T) (string, simulate.Manifest) {
+// sandboxKeys writes fresh sandbox keys into a directory of the test's own and registers their
+// secrets with the log scan.
+func sandboxKeys(t *testing.T) (string, simulate.Manifest) {
 	t.Helper()
 	dir := t.TempDir()
 	man, err := simulate.WriteKeys(dir, time.Now())
@@ -30,6 +30,14 @@ func sandboxChannels(t *testing.T) (string, simulate.Manifest) {
 	}
 	testenv.Secret(t, man.Stripe.APIKey)
 	testenv.Secret(t, man.UnionPay.MerchantSignCertPassword)
+	return dir, man
+}
+
+// sandboxChannels writes fresh sandbox keys and returns the channels: block trusting them, its
+// outbound calls sent to a running fake channel.
+func sandboxChannels(t *testing.T) (string, simulate.Manifest) {
+	t.Helper()
+	dir, man := sandboxKeys(t)
 	fake, err := simulate.NewFake(dir, "")
 	if err != nil {
 		t.Fatal(err)

@@ -652,13 +652,7 @@ func TestWhy(t *testing.T) {
 // `paygw reconcile query` against the fake channel: one line per order asked, a summary, exit 0
 // whatever it found; --dry-run changes nothing; a channel that cannot be asked is an error.
 func TestReconcileQueryCommand(t *testing.T) {
-	dir := t.TempDir()
-	man, err := simulate.WriteKeys(dir, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	testenv.Secret(t, man.Stripe.APIKey)
-	testenv.Secret(t, man.UnionPay.MerchantSignCertPassword)
+	dir, man := sandboxKeys(t)
 	fake, err := simulate.NewFake(dir, "")
 	if err != nil {
 		t.Fatal(err)
@@ -731,13 +725,7 @@ func wechatBill(t *testing.T, rows int, lines ...string) string {
 // is repaired (exit 0); a bill whose summary disagrees with its lines is untrusted (exit 4, in
 // the report); a bill that is not one stops with one line naming the file (exit 1).
 func TestReconcileBillCommand(t *testing.T) {
-	dir := t.TempDir()
-	man, err := simulate.WriteKeys(dir, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	testenv.Secret(t, man.Stripe.APIKey)
-	testenv.Secret(t, man.UnionPay.MerchantSignCertPassword)
+	_, man := sandboxKeys(t)
 	channelsYAML, err := os.ReadFile(man.ConfigPath)
 	if err != nil {
 		t.Fatal(err)

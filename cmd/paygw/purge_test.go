@@ -132,13 +132,7 @@ func TestServePurgesDaily(t *testing.T) {
 // changes nothing (the order is PAID by that transaction), and the idempotent create still
 // answers the original order.
 func TestRepeatsAfterPurge(t *testing.T) {
-	dir := t.TempDir()
-	man, err := simulate.WriteKeys(dir, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	testenv.Secret(t, man.Stripe.APIKey)
-	testenv.Secret(t, man.UnionPay.MerchantSignCertPassword)
+	dir, man := sandboxKeys(t)
 	signers, err := simulate.LoadSigners(dir)
 	if err != nil {
 		t.Fatal(err)
