@@ -440,7 +440,7 @@ func setRefunded(ctx context.Context, tx *repository.Tx, o payment.Order, refund
 //     query, is the refund an id-less bill line recorded with that amount when there is one (the
 //     bill could not say which it was). A bill's own lines are distinct refunds, never merged.
 func putRefund(ctx context.Context, tx *repository.Tx, ev payment.Event, status string, now time.Time) (payment.Refund, error) {
-	row := payment.Refund{Channel: ev.Channel, RefundID: cmp.Or(ev.RefundID, ev.RefundBillKey), Kind: repository.RefundItem,
+	row := payment.Refund{Channel: ev.Channel, RefundID: cmp.Or(ev.RefundID, ev.RefundBillKey), Kind: payment.RefundItem,
 		IDKnown: ev.RefundID != "", BillKey: ev.RefundBillKey, TradeNo: ev.TradeNo, ChannelTxnID: ev.ChannelTxnID,
 		Currency: ev.Currency, Status: status, CreatedTime: now}
 	if ev.RefundIsTotal && status != payment.RefundRefused {

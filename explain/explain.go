@@ -173,7 +173,7 @@ func money(minor int64, currency string) string {
 // refundFact tells one row of the refund ledger.
 func refundFact(f payment.Refund) string {
 	switch {
-	case f.Kind == "TOTAL":
+	case f.Kind == payment.RefundTotal:
 		return fmt.Sprintf("%s says %s of payment %s refunded in all: %s", f.Channel, money(*f.AmountFen, f.Currency), f.ChannelTxnID, f.Status)
 	case f.AmountFen == nil:
 		return fmt.Sprintf("%s refund %s, its amount not stated yet: %s", f.Channel, f.RefundID, f.Status)

@@ -39,7 +39,7 @@ func (h *harness) refundsAll(tradeNo string) []refundView {
 // ledgerTotal is the running total among the refunds shown (an APPLIED TOTAL row), nil if none.
 func ledgerTotal(refunds []refundView) *int64 {
 	for _, r := range refunds {
-		if r.Kind == "TOTAL" && r.Status == payment.RefundApplied {
+		if r.Kind == payment.RefundTotal && r.Status == payment.RefundApplied {
 			return r.AmountFen
 		}
 	}

@@ -84,6 +84,12 @@ const (
 	RefundRefused = "REFUSED" // would exceed what was paid: REFUND_EXCEEDS_PAYMENT
 )
 
+// Refund kinds: one channel refund, or a payment's running total.
+const (
+	RefundItem  = "ITEM"
+	RefundTotal = "TOTAL"
+)
+
 // Refund is one row of the refund ledger: an ITEM is one channel refund, once per channel refund
 // id (or per bill line, for a bill that names none: IDKnown false); the TOTAL of a payment is the
 // largest running total any source stated for it.
