@@ -12,7 +12,6 @@ import (
 // TOTAL row per payment holding the largest running total any source stated. An order's
 // refunded_fen is derived from its payment's APPLIED rows (RefundSums), never added to.
 
-
 // TotalRefundID is the refund_id of a payment's TOTAL row.
 func TotalRefundID(txnID string) string { return "total:" + txnID }
 
