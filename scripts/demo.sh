@@ -6,13 +6,24 @@
 #
 # .demo/ (git-ignored) holds sandbox keys for every channel (from
 # `paygw simulate keys`), a random API token and paygw.yaml. Keys and token are created once and reused;
-# paygw.yaml is rewritten on every run from MYSQL_PORT, REDIS_PORT and
-# PAYGW_HTTP_PORT (defaults 3306, 6379, 8080).
+# paygw.yaml is rewritten on every run from the environment:
+#   MYSQL_PORT (3306), REDIS_PORT (6379)  the services (make services)
+#   PAYGW_HTTP_PORT (8080)                the gateway: notifications and /v1
+#   PAYGW_ADMIN_PORT (9090)               the admin listener: /metrics and /debug/pprof
+#   PAYGW_FAKE_PORT (8090)                the fake channel (paygw simulate serve)
+#   PAYGW_DEMO_DB (paygw)                 the database
+# The walkthrough is README.md's "Walkthrough" section; internal/walkthrough runs every command
+# in it against this script.
+# SIGINT or SIGTERM stops the gateway (it drains in-flight requests), then the fake channel, and
+# exits 0.
 set -euo pipefail
 
 MYSQL_PORT="${MYSQL_PORT:-3306}"
 REDIS_PORT="${REDIS_PORT:-6379}"
 PAYGW_HTTP_PORT="${PAYGW_HTTP_PORT:-8080}"
+PAYGW_ADMIN_PORT="${PAYGW_ADMIN_PORT:-9090}"
+PAYGW_FAKE_PORT="${PAYGW_FAKE_PORT:-8090}"
+PAYGW_DEMO_DB="${PAYGW_DEMO_DB:-paygw}"
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 DEMO="$REPO/.demo"
@@ -54,68 +65,49 @@ init() {
 http:
   addr: "127.0.0.1:$PAYGW_HTTP_PORT"
 mysql:
-  dsn: "root@tcp(127.0.0.1:$MYSQL_PORT)/paygw?parseTime=true&loc=UTC"
+  dsn: "root@tcp(127.0.0.1:$MYSQL_PORT)/$PAYGW_DEMO_DB?parseTime=true&loc=UTC"
 redis:
   addr: "127.0.0.1:$REDIS_PORT"
+admin:
+  addr: "127.0.0.1:$PAYGW_ADMIN_PORT"
 auth:
   api_tokens:
     - name: demo
       token: "$token"
 EOF
-  grep -v '^#' "$DEMO/channels.yaml" >>"$CONFIG.tmp"
+  # channels.yaml points the channels' API addresses at the fake on its default port.
+  grep -v '^#' "$DEMO/channels.yaml" | sed "s/127\.0\.0\.1:8090/127.0.0.1:$PAYGW_FAKE_PORT/g" >>"$CONFIG.tmp"
   chmod 600 "$CONFIG.tmp"
   mv -f "$CONFIG.tmp" "$CONFIG"
   umask "$old_umask"
-  log "wrote .demo/paygw.yaml (http 127.0.0.1:$PAYGW_HTTP_PORT, mysql 127.0.0.1:$MYSQL_PORT, redis 127.0.0.1:$REDIS_PORT)"
+  log "wrote .demo/paygw.yaml (http 127.0.0.1:$PAYGW_HTTP_PORT, admin 127.0.0.1:$PAYGW_ADMIN_PORT, mysql 127.0.0.1:$MYSQL_PORT/$PAYGW_DEMO_DB, redis 127.0.0.1:$REDIS_PORT)"
 }
 
-try_it() {
-  local token base
-  token="$(cat "$DEMO/api_token")"
-  base="localhost:$PAYGW_HTTP_PORT"
-  local url_env=""
-  [ "$PAYGW_HTTP_PORT" = 8080 ] || url_env="PAYGW_URL=http://127.0.0.1:$PAYGW_HTTP_PORT "
+banner() {
   cat <<EOF
 
 ==================================================================
- paygw demo: http://$base   (config: .demo/paygw.yaml)
- Try it from another terminal:
-
- TOKEN=$token
-
- # 1. stock 100 units of SKU A-100 at 19.99 CNY
- curl -X PUT $base/v1/stock/A-100 -H "Authorization: Bearer \$TOKEN" \\
-      -H 'Content-Type: application/json' -d '{"num":100,"price_fen":1999}'
-
- # 2. create an order; run it twice: same Idempotency-Key, same order
- curl -X POST $base/v1/orders -H "Authorization: Bearer \$TOKEN" \\
-      -H 'Content-Type: application/json' -H 'Idempotency-Key: demo-1' \\
-      -d '{"user_id":123,"sku":"A-100","num":1}'
-
- # 3. Alipay says "paid", three times (the same notification each time);
- #    <trade_no> is from the order response
- ${url_env}scripts/alipay-notify.sh <trade_no> 19.99
- ${url_env}scripts/alipay-notify.sh <trade_no> 19.99
- ${url_env}scripts/alipay-notify.sh <trade_no> 19.99
- #    or any channel, 5 duplicates at once, with the gateway's simulator:
- bin/paygw simulate notify --keys .demo --target http://$base --channel wechatpay \\
-      --trade-no <trade_no> --amount-fen 1999 --repeat 5 --concurrency 5
-
- # 4. the payment: paid once, stock taken once
- curl $base/v1/payments/<trade_no> -H "Authorization: Bearer \$TOKEN"
-
- # 5. a lost notification, found by asking the channel (a fake one runs on 127.0.0.1:8090):
- #    an order whose buyer is sent to Alipay, paid there, its notification dropped
- curl -X POST $base/v1/orders -H "Authorization: Bearer \$TOKEN" \\
-      -H 'Content-Type: application/json' -H 'Idempotency-Key: demo-2' \\
-      -d '{"user_id":123,"sku":"A-100","num":1,"channel":"alipay"}'
- curl -X POST 127.0.0.1:8090/_sim/trades -d '{"channel":"alipay","trade_no":"<trade_no>",
-      "amount_fen":1999,"status":"paid","drop_notify":true}'
- bin/paygw reconcile query --config .demo/paygw.yaml --older-than 0s
- curl $base/v1/payments/<trade_no> -H "Authorization: Bearer \$TOKEN"   # PAID, source "query"
+ paygw demo
+   gateway        http://127.0.0.1:$PAYGW_HTTP_PORT   (config .demo/paygw.yaml)
+   metrics        http://127.0.0.1:$PAYGW_ADMIN_PORT/metrics
+   fake channel   http://127.0.0.1:$PAYGW_FAKE_PORT   (log .demo/fake.log)
+   API token      .demo/api_token
+ Next: the walkthrough in README.md (section "Walkthrough"), from another terminal.
+ Ctrl-C stops the gateway and the fake channel.
 ==================================================================
 
 EOF
+}
+
+# Background processes, stopped on the way out: the gateway drains first, then the fake.
+serve_pid=""
+fake_pid=""
+stop() {
+  [ -z "$serve_pid" ] || kill -TERM "$serve_pid" 2>/dev/null || true
+  [ -z "$serve_pid" ] || wait "$serve_pid" 2>/dev/null || true
+  [ -z "$fake_pid" ] || kill -TERM "$fake_pid" 2>/dev/null || true
+  [ -z "$fake_pid" ] || wait "$fake_pid" 2>/dev/null || true
+  serve_pid="" fake_pid=""
 }
 
 run() {
@@ -123,14 +115,22 @@ run() {
   [ -x "$BIN" ] || die "$BIN not found; run 'make build' (or just 'make run')"
   log "bin/paygw migrate"
   "$BIN" migrate --config "$CONFIG" || die "migrate failed (are the services up? scripts/services.sh status)"
-  try_it
-  log "bin/paygw simulate serve: fake channels on 127.0.0.1:8090 (log .demo/fake.log)"
-  "$BIN" simulate serve --keys "$DEMO" --notify "http://127.0.0.1:$PAYGW_HTTP_PORT" \
-    --state "$DEMO/fake-trades.json" >"$DEMO/fake.log" 2>&1 &
-  local fake=$!
-  trap 'kill "$fake" 2>/dev/null || true' EXIT
+  trap 'stop; exit 0' INT TERM
+  trap stop EXIT
+  log "bin/paygw simulate serve: the fake channel on 127.0.0.1:$PAYGW_FAKE_PORT (log .demo/fake.log)"
+  "$BIN" simulate serve --keys "$DEMO" --addr "127.0.0.1:$PAYGW_FAKE_PORT" \
+    --notify "http://127.0.0.1:$PAYGW_HTTP_PORT" --state "$DEMO/fake-trades.json" >"$DEMO/fake.log" 2>&1 &
+  fake_pid=$!
+  banner
   log "bin/paygw serve (Ctrl-C to stop)"
-  "$BIN" serve --config "$CONFIG"
+  "$BIN" serve --config "$CONFIG" &
+  serve_pid=$!
+  # wait returns early when a trapped signal arrives; the trap then stops both.
+  local status=0
+  wait "$serve_pid" || status=$?
+  serve_pid=""
+  stop
+  return "$status"
 }
 
 case "${1:-run}" in
