@@ -12,7 +12,7 @@ import (
 	"unicode/utf8"
 )
 
-// ErrBadJSON: the body is not one well-formed JSON value (or repeats an object key).
+// ErrBadJSON means the body is not one well-formed JSON value (or repeats an object key).
 var ErrBadJSON = errors.New("malformed JSON body")
 
 // Canonical re-encodes a JSON document with object keys sorted and no insignificant space, so that

@@ -429,7 +429,7 @@ func derefResult(r *Result) Result {
 	return *r
 }
 
-// ErrNotPayable: the order is not WAIT_PAY, so nobody can be sent to pay it.
+// ErrNotPayable means the order is not WAIT_PAY, so nobody can be sent to pay it.
 var ErrNotPayable = errors.New("order is not waiting for payment")
 
 // AddAttempt records that the buyer was sent to a channel to pay tradeNo (the caller checked

@@ -84,7 +84,7 @@ func (tx *Tx) ReadStock(ctx context.Context, sku string) (payment.Stock, error) 
 	return getStock(ctx, tx.x, sku)
 }
 
-// ErrStockChanged: the SKU's row changed since the order was priced (another price, or units
+// ErrStockChanged means the SKU's row changed since the order was priced (another price, or units
 // that a transaction in flight had hidden from the UPDATE): price the order again.
 var ErrStockChanged = errors.New("the sku's stock changed while the order was priced")
 

@@ -53,7 +53,7 @@ func (r ReconRun) Counts() map[string]int {
 	return counts
 }
 
-// ErrRunLost: the run is no longer running (a later run of its day found it abandoned and
+// ErrRunLost means the run is no longer running (a later run of its day found it abandoned and
 // failed it). It cannot complete; its caller stops.
 var ErrRunLost = errors.New("the run is no longer running")
 

@@ -21,7 +21,7 @@ import (
 	migrations "github.com/paygw/paygw/sql"
 )
 
-// ErrFenced: a conditional update found the row no longer in the state the caller owned. The
+// ErrFenced means a conditional update found the row no longer in the state the caller owned. The
 // other errors this package returns are payment's sentinels (ErrNotFound, ErrConflict,
 // ErrOutOfStock) or the driver's own.
 var ErrFenced = errors.New("fenced: the row changed under us")
@@ -270,7 +270,6 @@ func transientReason(err error) string {
 	return ""
 }
 
-// conflict turns a duplicate-key error (1062) into payment.ErrConflict.
 // StorageFull reports a write the server refused for want of space: the disk is full (1021),
 // a table or tablespace cannot grow (1114), or the storage engine got ENOSPC (1030, error 28).
 func StorageFull(err error) bool {
@@ -287,6 +286,7 @@ func StorageFull(err error) bool {
 	return false
 }
 
+// conflict turns a duplicate-key error (1062) into payment.ErrConflict.
 func conflict(err error) error {
 	var me *mysql.MySQLError
 	if errors.As(err, &me) && me.Number == 1062 {
