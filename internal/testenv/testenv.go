@@ -419,11 +419,23 @@ func repoRoot(tb testing.TB) string {
 // Eventually calls cond until it returns nil, pausing a little longer each time (1 ms up to
 // 50 ms), and fails the test with cond's last error if that has not happened within timeout. A
 // test waits on the condition it needs, never for a fixed time: quick on an idle machine,
-// patient on a loaded one.
+// patient on a loaded one. Call it from the test's goroutine (cond may fail the test too).
 func Eventually(tb testing.TB, timeout time.Duration, cond func() error) {
 	tb.Helper()
+	EventuallyEvery(tb, timeout, 0, cond)
+}
+
+// EventuallyEvery is Eventually with a fixed pause between calls (0: Eventually's back-off), for
+// a condition that cannot be read faster: InnoDB refreshes INNODB_TRX only when it was last
+// read over 100 ms ago, so polling it more often never sees a change.
+func EventuallyEvery(tb testing.TB, timeout, pause time.Duration, cond func() error) {
+	tb.Helper()
 	deadline := time.Now().Add(timeout)
-	for pause := time.Millisecond; ; pause = min(2*pause, 50*time.Millisecond) {
+	wait := pause
+	if wait == 0 {
+		wait = time.Millisecond
+	}
+	for {
 		err := cond()
 		if err == nil {
 			return
@@ -431,7 +443,10 @@ func Eventually(tb testing.TB, timeout time.Duration, cond func() error) {
 		if time.Now().After(deadline) {
 			tb.Fatalf("not within %v: %v", timeout, err)
 		}
-		time.Sleep(pause)
+		time.Sleep(wait)
+		if pause == 0 {
+			wait = min(2*wait, 50*time.Millisecond)
+		}
 	}
 }
 
