@@ -43,6 +43,8 @@ type Applier struct {
 
 	done  *doneCache // done markers this process has seen
 	group *grouper   // nil: every event takes the single path
+
+	afterCommit func() // tests only (export_test.go): runs between the commit and the markers
 }
 
 // doneCacheSize bounds the in-process copy of done markers: about 100 bytes an entry.
@@ -131,6 +133,12 @@ func (a *Applier) Apply(ctx context.Context, ev payment.Event) (payment.Outcome,
 	case err != nil:
 		return "", err
 	}
+	if a.afterCommit != nil {
+		a.afterCommit()
+	}
+	// The markers go under ns, read before the transaction, never under the namespace bound now:
+	// an epoch that moved on since may belong to a database that lost this commit (spin's
+	// MARK_NS_AT_WRITE, TestMarkersGoUnderTheNamespaceReadBeforeCommit).
 	a.guard.MarkDoneAndRelease(context.WithoutCancel(ctx), ns, guardName(ev), lock, string(outcome), doneTTL, recordID, markers...)
 	lock = nil
 	a.done.add(ns, markers...)

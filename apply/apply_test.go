@@ -370,3 +370,41 @@ func TestSettleStrandedRefunds(t *testing.T) {
 	f.want("ANOMALY rows", 1, `SELECT COUNT(*) FROM refund WHERE refund_id = 'R2' AND status = 'ANOMALY'`)
 	f.want("refunded anomalies", 1, `SELECT COUNT(*) FROM anomaly WHERE kind = 'DUPLICATE_PAYMENT' AND status = 'refunded'`)
 }
+
+// The trail spin found (apply/model/README.md, variant MARK_NS_AT_WRITE): a replica commits under
+// epoch 1 and is slow before it writes its done markers; meanwhile the database goes back in
+// time (a restore loses the commit) and the watcher moves the replica on to epoch 2. The late
+// markers must go under epoch 1, where nobody reads them any more: under epoch 2 they would tell
+// the channel's next delivery "repeat" for a payment the database no longer holds, and the
+// channel would stop sending it.
+func TestMarkersGoUnderTheNamespaceReadBeforeCommit(t *testing.T) {
+	dsn := testenv.NewDatabase(t)
+	db := testenv.Open(t, dsn)
+	g := testenv.Guard(t)
+	const instance = "db-under-test"
+	g.SetNamespace(instance, 1)
+	a := apply.New(db, g, 5*time.Second, testenv.Logger(t))
+	f := &fixture{t: t, dsn: dsn, db: db, a: a}
+	tn := f.order(1000)
+	backup := testenv.Dump(t, dsn) // the order WAIT_PAY, no record
+	moved := false
+	a.SetAfterCommit(func() {
+		if moved {
+			return
+		}
+		moved = true
+		testenv.Restore(t, dsn, backup)
+		g.SetNamespace(instance, 2)
+	})
+
+	ev := paid(tn, "P1", 1000)
+	f.apply(ev, payment.OutcomeApplied)
+	if !moved {
+		t.Fatal("the hook between commit and markers never ran")
+	}
+	f.wantOrder(tn, payment.OrderWaitPay, "", 0) // the restore took the payment back
+	// The channel delivers again: the payment is applied afresh, not answered from a marker.
+	f.apply(ev, payment.OutcomeApplied)
+	f.wantOrder(tn, payment.OrderPaid, "P1", 0)
+	f.want("records", 1, `SELECT COUNT(*) FROM idempotent_record WHERE biz_type = 'pay_notify'`)
+}

@@ -3,10 +3,12 @@ package apply_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/paygw/paygw/internal/testenv"
 	"github.com/paygw/paygw/payment"
 )
 
@@ -45,14 +47,22 @@ func (f *fixture) queueBehind(evs []payment.Event) (release func(), results func
 	}
 	wg.Add(1)
 	go run(len(evs), paid(stuckNo, "STUCK-"+stuckNo, 100))
-	waitFor(f.t, "the stuck payment to hold the lane", func() bool {
-		return f.a.Queued() == 0 && lockWaits(f) > 0
+	testenv.EventuallyEvery(f.t, 3*time.Second, 120*time.Millisecond, func() error {
+		if q, w := f.a.Queued(), lockWaits(f); q != 0 || w == 0 {
+			return fmt.Errorf("the stuck payment does not hold the lane: %d queued, %d lock waits", q, w)
+		}
+		return nil
 	})
 	for i, ev := range evs {
 		wg.Add(1)
 		go run(i, ev)
 	}
-	waitFor(f.t, "every payment to queue", func() bool { return f.a.Queued() == len(evs) })
+	testenv.Eventually(f.t, 3*time.Second, func() error {
+		if n := f.a.Queued(); n != len(evs) {
+			return fmt.Errorf("%d of %d payments queued", n, len(evs))
+		}
+		return nil
+	})
 	return release, func() []groupAnswer {
 		wg.Wait()
 		if a := answers[len(evs)]; a.err != nil || a.outcome != payment.OutcomeApplied {
@@ -68,18 +78,9 @@ type groupAnswer struct {
 }
 
 // lockWaits counts transactions waiting for a row lock on the server (this test's and others').
-// InnoDB refreshes INNODB_TRX only when it was last read over 100 ms ago: waitFor polls slower.
+// InnoDB refreshes INNODB_TRX only when it was last read over 100 ms ago: poll it slower.
 func lockWaits(f *fixture) int {
 	return f.count("SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'")
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(3 * time.Second); !cond(); time.Sleep(120 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
 }
 
 // A group holding every kind of payment: each one ends exactly as on the single path (the outcome

@@ -3,6 +3,7 @@ package guard_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -64,15 +65,16 @@ func TestReleaseDoesNotDeleteAnotherOwnersLock(t *testing.T) {
 	}
 	// Redis expires the key by its own clock: wait for it, with a deadline, to let B in.
 	var b *guard.Lock
-	if !eventually(func() bool {
+	testenv.Eventually(t, 5*time.Second, func() error {
 		b, err = g.Acquire(ctx, "order", 10*time.Second)
 		if err != nil && !errors.Is(err, guard.ErrHeld) {
 			t.Fatal(err)
 		}
-		return b != nil
-	}) {
-		t.Fatal("lock A did not expire after its 150ms TTL")
-	}
+		if b == nil {
+			return errors.New("lock A did not expire after its 150ms TTL")
+		}
+		return nil
+	})
 
 	a.Release(ctx) // A's TTL ended; the key is B's now and must survive
 	if l, err := g.Acquire(ctx, "order", 10*time.Second); !errors.Is(err, guard.ErrHeld) {
@@ -117,28 +119,16 @@ func TestDoneMarkDone(t *testing.T) {
 	if _, ok, err := g.Done(ctx, "T", "short"); err != nil || (!ok && time.Since(marked) < ttl) {
 		t.Fatalf("Done(short) right after MarkDone = %v, %v; want it there until its TTL", ok, err)
 	}
-	if !eventually(func() bool {
+	testenv.Eventually(t, 5*time.Second, func() error {
 		_, ok, err := g.Done(ctx, "T", "short")
 		if err != nil {
 			t.Fatal(err)
 		}
-		return !ok
-	}) {
-		t.Fatalf("Done(short) still there %s after MarkDone with a %s TTL", time.Since(marked).Round(time.Millisecond), ttl)
-	}
-}
-
-// eventually reports whether cond holds within 5 s, polling it: for what Redis does on its own
-// clock (expiring keys), which a test can wait for but not step.
-func eventually(cond func() bool) bool {
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if cond() {
-			return true
+		if ok {
+			return fmt.Errorf("Done(short) still there %s after MarkDone with a %s TTL", time.Since(marked).Round(time.Millisecond), ttl)
 		}
-		if time.Now().After(deadline) {
-			return false
-		}
-	}
+		return nil
+	})
 }
 
 func TestPing(t *testing.T) {

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,16 +18,8 @@ import (
 	"github.com/paygw/paygw/internal/testenv"
 )
 
-// freePort is a TCP port on 127.0.0.1 that nothing listens on right now.
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return fmt.Sprint(l.Addr().(*net.TCPAddr).Port)
-}
+// freePort is a TCP port on 127.0.0.1 that nothing listens on right now, as redis-server takes it.
+func freePort(t *testing.T) string { return strconv.Itoa(testenv.FreePort(t)) }
 
 // startRedis runs Debian's redis-server in the foreground with args, stopped when the test ends.
 // A missing redis-server fails the test: scripts/services.sh installs it.
@@ -44,12 +36,12 @@ func startRedis(t *testing.T, port string, args ...string) *exec.Cmd {
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + port})
 	defer c.Close()
-	for i := 0; c.Ping(context.Background()).Err() != nil; i++ {
-		if i > 100 {
-			t.Fatalf("redis-server on %s did not answer in 10s", port)
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if err := c.Ping(context.Background()).Err(); err != nil {
+			return fmt.Errorf("redis-server on %s: %w", port, err)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	return cmd
 }
 
@@ -97,15 +89,13 @@ func TestSentinelFailover(t *testing.T) {
 	// its link to be up before asking it to acknowledge the marker.
 	replica := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + rp})
 	defer replica.Close()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	testenv.Eventually(t, 30*time.Second, func() error {
 		info, err := replica.Info(ctx, "replication").Result()
-		if err == nil && strings.Contains(info, "master_link_status:up") {
-			break
+		if err == nil && !strings.Contains(info, "master_link_status:up") {
+			err = fmt.Errorf("the replica's link to the master is not up:\n%s", info)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the replica's link to the master is not up after 30s: %v\n%s", err, info)
-		}
-	}
+		return err
+	})
 	if n, err := direct.Do(ctx, "WAIT", 1, 15000).Int(); err != nil || n != 1 {
 		t.Fatalf("WAIT for the replica = %d %v", n, err)
 	}
@@ -115,19 +105,13 @@ func TestSentinelFailover(t *testing.T) {
 	}
 	killed := time.Now()
 	var found []bool
-	for {
+	testenv.Eventually(t, 30*time.Second, func() error {
 		found, err = g.DoneAll(ctx, tag, pay)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, guard.ErrUnavailable) {
+		if err != nil && !errors.Is(err, guard.ErrUnavailable) {
 			t.Fatalf("DoneAll during the failover = %v; want ErrUnavailable or an answer", err)
 		}
-		if time.Since(killed) > 30*time.Second {
-			t.Fatalf("no answer 30s after the master was killed: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return err
+	})
 	if !found[0] {
 		t.Fatal("the new master lacks the marker written before the kill")
 	}

@@ -18,9 +18,11 @@ import (
 	"github.com/paygw/paygw/simulate"
 )
 
-// rowCounts is everything a request could leave behind in MySQL.
+// rowCounts is everything a request could leave behind in MySQL: the refund ledger's rows and
+// what the orders count of it included.
 type rowCounts struct {
 	Records, Orders, Paid, Journal, Anomalies, StockRows, StockNum int
+	Refunds, RefundedFen                                           int
 }
 
 func (h *harness) rowCounts() rowCounts {
@@ -33,6 +35,9 @@ func (h *harness) rowCounts() rowCounts {
 		Anomalies: h.count(`SELECT COUNT(*) FROM anomaly`),
 		StockRows: h.count(`SELECT COUNT(*) FROM stock`),
 		StockNum:  h.count(`SELECT COALESCE(SUM(num), 0) FROM stock`),
+		Refunds:   h.count(`SELECT COUNT(*) FROM refund`),
+		// the sum as well as the rows: a refund that changed an order counts here
+		RefundedFen: h.count(`SELECT COALESCE(SUM(refunded_fen), 0) FROM orders`),
 	}
 }
 
@@ -288,6 +293,14 @@ func TestHostileInput(t *testing.T) {
 	for name, amount := range map[string]string{"huge": "99999999999999999999.99", "1e400": "1e400", "negative": "-0.01", "over max": "1000000000.01"} {
 		channelCase("amount "+name, "alipay", func() hostileRequest {
 			return formRequest("alipay", sig.form("alipay", func(v url.Values) { v.Set("total_amount", amount) }))
+		})
+	}
+	for name, amount := range map[string]string{"huge": "99999999999999999999.99", "1e400": "1e400", "negative": "-0.01"} {
+		channelCase("refund_fee "+name, "alipay", func() hostileRequest {
+			return formRequest("alipay", sig.form("alipay", func(v url.Values) {
+				v.Set("refund_fee", amount)
+				v.Set("out_biz_no", "R-hostile")
+			}))
 		})
 	}
 	for name, amount := range map[string]string{"huge": "99999999999999999999", "1e400": "1e400", "negative": "-1", "over max": "100000000001"} {

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -74,13 +75,12 @@ func TestRestoredDatabaseAppliesAgain(t *testing.T) {
 			if restart {
 				h = newHarness(t, options{dsn: h.dsn, guardOverride: sharedGuard(t, prefix), watch: time.Hour})
 			} else {
-				deadline := time.Now().Add(10 * time.Second)
-				for h.guard.Namespace() == before {
-					if time.Now().After(deadline) {
-						t.Fatal("the rollback was not found within 10 s")
+				testenv.Eventually(t, 10*time.Second, func() error {
+					if h.guard.Namespace() == before {
+						return errors.New("the rollback was not found")
 					}
-					time.Sleep(20 * time.Millisecond)
-				}
+					return nil
+				})
 			}
 			if h.guard.Namespace() == before {
 				t.Fatal("still on the epoch of the lost commits")

@@ -9,6 +9,8 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -252,7 +254,7 @@ func TestWireAmbiguousCommit(t *testing.T) {
 func TestWireMariaDBSlowerThanGuardTTL(t *testing.T) {
 	const ttl = 300 * time.Millisecond
 	dsn, db, _ := wireDSN(t)
-	g, _, _, _ := wireGuard(t, 3*time.Second)
+	g, _, rdb, prefix := wireGuard(t, 3*time.Second)
 	h := newHarness(t, options{dsn: dsn, guardOverride: g, guardTTL: ttl})
 	tn := h.seedOrder(1999)
 	pay := simulate.Payment{TradeNo: tn, AmountFen: 1999}
@@ -271,12 +273,32 @@ func TestWireMariaDBSlowerThanGuardTTL(t *testing.T) {
 			took time.Duration
 		}{r, took}
 	}()
-	time.Sleep(ttl + 200*time.Millisecond)
-	select {
-	case <-first:
-		t.Fatal("the first delivery finished inside the guard's TTL: the latency is too small to test anything")
-	default:
+	// The first delivery takes the guard, and the guard's TTL ends while the delivery is still in
+	// its transaction: wait for each, not for a guessed time.
+	guards := func() int {
+		keys, err := rdb.Keys(context.Background(), prefix+"*lock:*"+tn+"*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(keys)
 	}
+	testenv.Eventually(t, 5*time.Second, func() error {
+		if guards() == 0 {
+			return errors.New("the first delivery has not taken the guard")
+		}
+		return nil
+	})
+	testenv.Eventually(t, 5*time.Second, func() error {
+		select {
+		case <-first:
+			t.Fatal("the first delivery finished inside the guard's TTL: the latency is too small to test anything")
+		default:
+		}
+		if guards() != 0 {
+			return errors.New("the guard has not expired")
+		}
+		return nil
+	})
 	// The guard has expired under the first delivery: anyone may take it now.
 	l, err := g.Acquire(context.Background(), "trade:"+tn, time.Second)
 	if err != nil || l == nil {
@@ -602,14 +624,22 @@ func TestWireAmbiguousCommitOnGroup(t *testing.T) {
 	}
 	wg.Add(1)
 	go send(len(nos), stuck, 100)
-	waitUntil(t, "the stuck payment to wait for its row lock", func() bool {
-		return h.count("SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'") > 0
+	testenv.EventuallyEvery(t, 3*time.Second, innodbTRXPause, func() error {
+		if h.count("SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'") == 0 {
+			return errors.New("the stuck payment does not wait for its row lock")
+		}
+		return nil
 	})
 	for i, tn := range nos {
 		wg.Add(1)
 		go send(i, tn, int64(1001+i))
 	}
-	waitUntil(t, "four payments to queue", func() bool { return h.applier.Queued() == len(nos) })
+	testenv.Eventually(t, 3*time.Second, func() error {
+		if n := h.applier.Queued(); n != len(nos) {
+			return fmt.Errorf("%d of %d payments queued", n, len(nos))
+		}
+		return nil
+	})
 
 	cutSecondCommit(t, trap, hold, &wg) // the stuck payment's COMMIT passes; the group's is cut
 	for _, r := range answers {
@@ -657,14 +687,22 @@ func TestWireAmbiguousCommitOnCreateGroup(t *testing.T) {
 	}
 	wg.Add(1)
 	go send(0)
-	waitUntil(t, "the lead create to wait for the SKU's row", func() bool {
-		return h.count("SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'") > 0
+	testenv.EventuallyEvery(t, 3*time.Second, innodbTRXPause, func() error {
+		if h.count("SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'") == 0 {
+			return errors.New("the lead create does not wait for the SKU's row")
+		}
+		return nil
 	})
 	for i := 1; i < len(keys); i++ {
 		wg.Add(1)
 		go send(i)
 	}
-	waitUntil(t, "four creates to queue", func() bool { return h.orders.Queued() == len(keys)-1 })
+	testenv.Eventually(t, 3*time.Second, func() error {
+		if n := h.orders.Queued(); n != len(keys)-1 {
+			return fmt.Errorf("%d of %d creates queued", n, len(keys)-1)
+		}
+		return nil
+	})
 
 	cutSecondCommit(t, trap, hold, &wg) // the lead's COMMIT passes; the group's is cut
 	for i, r := range answers {
@@ -722,16 +760,9 @@ func cutSecondCommit(t *testing.T, trap *commitTrap, hold *sql.Tx, senders *sync
 	}
 }
 
-// waitUntil polls cond every 120 ms (InnoDB refreshes INNODB_TRX only when it was last read over
-// 100 ms ago) for at most 3 s.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(3 * time.Second); !cond(); time.Sleep(120 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
+// innodbTRXPause spaces reads of INNODB_TRX: InnoDB refreshes it only when it was last read over
+// 100 ms ago.
+const innodbTRXPause = 120 * time.Millisecond
 
 // wantRetries delivers pay three times and wants "retry" each time, within a second: what a
 // database that refuses writes must answer.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paygw/paygw/internal/batch"
 	"github.com/paygw/paygw/internal/testenv"
 	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/repository"
@@ -72,13 +73,12 @@ func (f *groupFixture) queue(n int) []Result {
 			}
 		}()
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for f.s.group.Len() < n {
-		if time.Now().After(deadline) {
-			f.t.Fatalf("%d of %d creates queued", f.s.group.Len(), n)
+	testenv.Eventually(f.t, 10*time.Second, func() error {
+		if q := f.s.group.Len(); q < n {
+			return fmt.Errorf("%d of %d creates queued", q, n)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 	close(f.release)
 	wg.Wait()
 	return results
@@ -129,14 +129,20 @@ func TestFailedCreateGroupRunsEachAlone(t *testing.T) {
 }
 
 // 32 creates race for 20 units of one SKU through the default lanes: 20 orders, 12 refusals,
-// nothing oversold, one final record per key.
+// nothing oversold, one final record per key. The lanes' first creates are held inside their
+// transactions until the other 30 have queued, so the 30 must go through one group: the test
+// proves the group path, not just the lanes.
 func TestGroupedCreatesNeverOversell(t *testing.T) {
+	const creates = 32
 	dsn, _, s := hotSKU(t, 20)
+	lanes := batch.DefaultLanes
+	gate := make(chan struct{})
+	s.afterPricing = func() { <-gate }
 	ctx := context.Background()
 	f := &groupFixture{t: t}
 	var wg sync.WaitGroup
-	codes := make([]int, 32)
-	for i := range 32 {
+	codes := make([]int, creates)
+	for i := range creates {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -147,6 +153,13 @@ func TestGroupedCreatesNeverOversell(t *testing.T) {
 			codes[i] = res.Code
 		}()
 	}
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if n := s.Queued(); n < creates-lanes {
+			return fmt.Errorf("%d of %d creates queued behind the lanes", n, creates-lanes)
+		}
+		return nil
+	})
+	close(gate)
 	wg.Wait()
 	created := 0
 	for _, c := range codes {
@@ -158,8 +171,11 @@ func TestGroupedCreatesNeverOversell(t *testing.T) {
 		t.Fatalf("%d created, want 20", created)
 	}
 	wantStock(t, dsn, 0, 20)
-	if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM idempotent_record WHERE status = 1`); n != 32 {
-		t.Fatalf("%d final records, want 32", n)
+	if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM idempotent_record WHERE status = 1`); n != creates {
+		t.Fatalf("%d final records, want %d", n, creates)
 	}
-	t.Logf("%d groups carried %d of the 32 creates", s.groups.Load(), s.grouped.Load())
+	// The first lane to finish takes every queued create (groupMax is 64) into one group.
+	if groups, grouped := s.groups.Load(), s.grouped.Load(); groups != 1 || grouped != creates-int64(lanes) {
+		t.Fatalf("%d groups carried %d creates, want 1 carrying %d", groups, grouped, creates-lanes)
+	}
 }

@@ -147,19 +147,18 @@ func TestFencedCompletionRollsBack(t *testing.T) {
 // a deadline, for that clock to pass the timeout instead of sleeping a guessed while.
 func sweepUntilFailed(t *testing.T, db *repository.DB) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	testenv.Eventually(t, 10*time.Second, func() error {
 		n, err := db.SweepProcessing(context.Background(), 10*time.Millisecond)
 		switch {
 		case err != nil:
 			t.Fatalf("sweep: %v", err)
-		case n == 1:
-			return
 		case n > 1:
 			t.Fatalf("sweep failed %d records; want the one", n)
-		case time.Now().After(deadline):
-			t.Fatal("no sweep with a 10 ms timeout failed the processing record within 10 s")
+		case n == 0:
+			return errors.New("no sweep with a 10 ms timeout failed the processing record")
 		}
-	}
+		return nil
+	})
 }
 
 // testRender stands in for the HTTP layer's renderer: the trade_no, or the refusal's text.

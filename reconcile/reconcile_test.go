@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -345,14 +346,24 @@ func TestLeaseOneReplicaAtATime(t *testing.T) {
 			w.job.Serve(ctx, 100*time.Millisecond, holder)
 		}()
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for w.count(`SELECT COUNT(*) FROM payment_attempt WHERE query_count > 0`) < len(tns) {
-		if time.Now().After(deadline) {
-			t.Fatal("the runners asked nothing within 10 s")
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if n := w.count(`SELECT COUNT(*) FROM payment_attempt WHERE query_count > 0`); n < len(tns) {
+			return fmt.Errorf("the runners asked %d of %d orders", n, len(tns))
 		}
-		time.Sleep(20 * time.Millisecond)
+		return nil
+	})
+	// Five more intervals, counted by the lease's renewals: a replica without the lease ticks in
+	// each of them, and would ask now.
+	leaseEnds := func() int {
+		return w.count(`SELECT CAST(UNIX_TIMESTAMP(expires_at) * 1000 AS SIGNED) FROM job_lease WHERE name = ?`, reconcile.LeaseName)
 	}
-	time.Sleep(500 * time.Millisecond) // five more intervals: a replica without the lease would ask now
+	asked := leaseEnds()
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if renewed := leaseEnds() - asked; renewed < 500 {
+			return fmt.Errorf("the lease was renewed %d ms past the asks, want 5 intervals (500 ms)", renewed)
+		}
+		return nil
+	})
 	cancel()
 	wg.Wait()
 	for i, tn := range tns {

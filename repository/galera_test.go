@@ -219,17 +219,14 @@ func TestGaleraNodeOutsidePrimaryIsReadOnly(t *testing.T) {
 	readOnlyWithin := func(want bool, d time.Duration) {
 		t.Helper()
 		start := time.Now()
-		for {
+		testenv.EventuallyEvery(t, d, 200*time.Millisecond, func() error {
 			ro, err := db.ReadOnly(ctx)
-			if err == nil && ro == want {
-				t.Logf("ReadOnly %v after %s", want, time.Since(start).Round(time.Millisecond))
-				return
+			if err == nil && ro != want {
+				err = fmt.Errorf("ReadOnly = %v, want %v", ro, want)
 			}
-			if time.Since(start) > d {
-				t.Fatalf("ReadOnly = %v, %v after %s; want %v", ro, err, d, want)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+			return err
+		})
+		t.Logf("ReadOnly %v after %s", want, time.Since(start).Round(time.Millisecond))
 	}
 	readOnlyWithin(false, time.Second)
 	isolate("1")

@@ -1,10 +1,16 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"time"
 )
@@ -42,13 +48,20 @@ func seed(ctx context.Context, db *sql.DB, prefix string, n int) ([]order, error
 	return orders, nil
 }
 
-// verdict is what the database says about one phase's orders.
+// verdict is what the database says about one phase's orders, and (answers) what the replicas
+// answered about them.
 type verdict struct {
-	orders        int
-	paid          int
-	lost          int // notified as paid, not PAID
-	doubleApplies int // more than one record or APPLIED journal row
-	wrong         []string
+	orders int
+	paid   int
+	lost   int // notified as paid, not PAID
+	wrong  []string
+
+	// From the replicas' answers (appliedAnswers), not from the database: the unique keys make
+	// a second record or APPLIED journal row impossible, so counting those would only restate
+	// the schema. Two replicas each answering APPLIED for one payment (each believing it made
+	// the WAIT_PAY -> PAID transition) is what a broken protocol would do.
+	doubleApplies int // payments answered APPLIED more than once across the replicas
+	unanswered    int // payments never answered APPLIED: the replica died between COMMIT and its answer
 }
 
 // payDigest is idem_digest of an order's payment record (sql/00009_compact_idem_key.sql), so
@@ -101,9 +114,6 @@ func checkOrders(ctx context.Context, db *sql.DB, prefix string, want []order) (
 		if channel != o.Channel {
 			bad("%s: paid by %s, want %s", tradeNo, channel, o.Channel)
 		}
-		if records > 1 || applied > 1 {
-			v.doubleApplies++
-		}
 		if records != 1 || applied != 1 || journal != 1 {
 			bad("%s: %d pay_notify record(s), %d APPLIED journal row(s), %d journal row(s); want 1, 1, 1", tradeNo, records, applied, journal)
 		}
@@ -124,6 +134,66 @@ func checkOrders(ctx context.Context, db *sql.DB, prefix string, want []order) (
 		bad("%d pay_notify records for %d applied notifications", records, v.paid)
 	}
 	return v, nil
+}
+
+// appliedAnswers counts, per trade_no starting with prefix, the APPLIED answers the replicas
+// gave: each replica logs one "notification" line per answered notification (JSON, level info)
+// with the outcome its Apply returned, just before the reply goes out. Logs are appended across
+// restarts, and a SIGKILL loses no line already written, so every answer decided is counted.
+func appliedAnswers(paths []string, prefix string) (map[string]int, error) {
+	n := map[string]int{}
+	needle := []byte(`"outcome":"APPLIED"`)
+	for _, path := range paths {
+		f, err := os.Open(path) // #nosec G304 -- a replica log in the operator's --work directory
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Bytes()
+			if !bytes.Contains(line, needle) {
+				continue
+			}
+			var l struct {
+				Message string `json:"message"`
+				TradeNo string `json:"trade_no"`
+				Outcome string `json:"outcome"`
+			}
+			if json.Unmarshal(line, &l) != nil || l.Message != "notification" || l.Outcome != "APPLIED" {
+				continue
+			}
+			if strings.HasPrefix(l.TradeNo, prefix) {
+				n[l.TradeNo]++
+			}
+		}
+		err = sc.Err()
+		_ = f.Close() // read only
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	return n, nil
+}
+
+// countAnswers sets v's answer figures for want from the replicas' APPLIED answers, and names the
+// payments answered APPLIED more than once.
+func (v *verdict) countAnswers(applied map[string]int, want []order) {
+	v.doubleApplies, v.unanswered = 0, 0
+	for _, o := range want {
+		switch n := applied[o.TradeNo]; {
+		case n == 0:
+			v.unanswered++
+		case n > 1:
+			v.doubleApplies++
+			if len(v.wrong) < 10 {
+				v.wrong = append(v.wrong, fmt.Sprintf("%s: answered APPLIED %d times across the replicas, want once", o.TradeNo, n))
+			}
+		}
+	}
 }
 
 // global are the whole-database invariants.

@@ -68,6 +68,8 @@ func report(o options, all []*figures, final *figures, took time.Duration) strin
 		if g := f.counts[countGroups]; g > 0 {
 			fmt.Fprintf(&b, " Group apply: %.0f groups committed %.0f payments (%.1f per group).", g, f.counts[countGrouped], f.counts[countGrouped]/g)
 		}
+		fmt.Fprintf(&b, " APPLIED answers (from the replicas' logs): %d payment(s) answered more than once, %d never (the replica stopped between COMMIT and its answer; a redelivery was answered REPEAT).",
+			f.v.doubleApplies, f.v.unanswered)
 		for _, n := range f.notes {
 			fmt.Fprintf(&b, " %s.", n)
 		}

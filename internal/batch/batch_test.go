@@ -3,9 +3,12 @@ package batch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/paygw/paygw/internal/testenv"
 )
 
 // A lone item runs at once, alone, on its caller's goroutine.
@@ -58,12 +61,24 @@ func TestItemsArrivingDuringABatchShareTheNext(t *testing.T) {
 	}
 	wg.Add(1)
 	go do(0)
-	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(sizes) == 1 })
+	testenv.Eventually(t, 5*time.Second, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(sizes) != 1 {
+			return fmt.Errorf("%d batches ran, want the first", len(sizes))
+		}
+		return nil
+	})
 	for i := 1; i < 7; i++ {
 		wg.Add(1)
 		go do(i)
 	}
-	waitFor(t, func() bool { return q.Len() == 6 })
+	testenv.Eventually(t, 5*time.Second, func() error {
+		if n := q.Len(); n != 6 {
+			return fmt.Errorf("%d of 6 items queued", n)
+		}
+		return nil
+	})
 	close(release)
 	wg.Wait()
 	for i, r := range answers {
@@ -90,7 +105,12 @@ func TestCancelledWaitingItemIsWithdrawn(t *testing.T) {
 		}
 	})
 	go func() { _, _ = q.Do(context.Background(), 0) }()
-	waitFor(t, func() bool { return len(ran) == 1 })
+	testenv.Eventually(t, 5*time.Second, func() error {
+		if n := len(ran); n != 1 {
+			return fmt.Errorf("%d items ran, want the first", n)
+		}
+		return nil
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	if _, err := q.Do(ctx, 1); !errors.Is(err, context.DeadlineExceeded) {
@@ -128,17 +148,6 @@ func TestPanickingBatchFreesItsLane(t *testing.T) {
 	defer cancel()
 	if r, err := q.Do(ctx, 1); err != nil || r != 1 {
 		t.Fatalf("Do after a panic: %d, %v", r, err)
-	}
-}
-
-func waitFor(t *testing.T, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 

@@ -415,3 +415,78 @@ func repoRoot(tb testing.TB) string {
 		}
 	}
 }
+
+// Eventually calls cond until it returns nil, pausing a little longer each time (1 ms up to
+// 50 ms), and fails the test with cond's last error if that has not happened within timeout. A
+// test waits on the condition it needs, never for a fixed time: quick on an idle machine,
+// patient on a loaded one. Call it from the test's goroutine (cond may fail the test too).
+func Eventually(tb testing.TB, timeout time.Duration, cond func() error) {
+	tb.Helper()
+	EventuallyEvery(tb, timeout, 0, cond)
+}
+
+// EventuallyEvery is Eventually with a fixed pause between calls (0: Eventually's back-off), for
+// a condition that cannot be read faster: InnoDB refreshes INNODB_TRX only when it was last
+// read over 100 ms ago, so polling it more often never sees a change.
+func EventuallyEvery(tb testing.TB, timeout, pause time.Duration, cond func() error) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	wait := pause
+	if wait == 0 {
+		wait = time.Millisecond
+	}
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("not within %v: %v", timeout, err)
+		}
+		time.Sleep(wait)
+		if pause == 0 {
+			wait = min(2*wait, 50*time.Millisecond)
+		}
+	}
+}
+
+// FreePort is a TCP port of 127.0.0.1 that nothing listens on right now (the kernel's pick).
+func FreePort(tb testing.TB) int {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// OwnRedis starts a redis-server of the test's own on port (no persistence), waits until it
+// answers, and stops it when the test ends; it returns its address. For a test that brings a
+// Redis up late or takes it down, which the shared one must never be.
+func OwnRedis(tb testing.TB, port int) string {
+	tb.Helper()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	cmd := exec.Command("redis-server", "--bind", "127.0.0.1", "--port", strconv.Itoa(port), // #nosec G204 -- test tooling, a port of the test's own
+		"--save", "", "--appendonly", "no", "--dir", tb.TempDir())
+	if err := cmd.Start(); err != nil {
+		tb.Fatalf("redis-server: %v (install redis-server; scripts/services.sh does)", err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	tb.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer rdb.Close()
+	Eventually(tb, 10*time.Second, func() error {
+		select {
+		case <-exited:
+			return errors.New("redis-server exited")
+		default:
+		}
+		return rdb.Ping(context.Background()).Err()
+	})
+	return addr
+}
