@@ -22,6 +22,7 @@ require (
 	github.com/smartwalle/alipay/v3 v3.2.30
 	github.com/stripe/stripe-go/v82 v82.5.1
 	github.com/wechatpay-apiv3/wechatpay-go v0.2.21
+	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/term v0.47.0
 	golang.org/x/text v0.44.0
 	software.sslmate.com/src/go-pkcs12 v0.6.0
@@ -59,7 +60,6 @@ require (
 	github.com/valyala/fasttemplate v1.2.2 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
-	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	go.yaml.in/yaml/v4 v4.0.0 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/net v0.62.0 // indirect

@@ -64,7 +64,7 @@ var rows = []row{
 	{title: "Notifications", panels: []panel{
 		{
 			title:       "Notifications by outcome",
-			description: "Notifications per second by channel and outcome (probes included as outcome probe).",
+			description: "Notifications per second by channel and outcome (probes included as outcome PROBE).",
 			unit:        "reqps", stacked: true, width: 12,
 			targets: []target{{
 				expr:   `sum by (channel, outcome) (rate(paygw_notifications_total[` + RateInterval + `]))`,
@@ -145,6 +145,23 @@ var rows = []row{
 				{
 					expr:   `histogram_quantile(0.99, sum by (le) (rate(paygw_db_tx_duration_seconds_bucket[` + RateInterval + `])))`,
 					legend: "p99",
+				},
+			},
+		},
+		{
+			title:       "Group sizes",
+			description: "Average payments per committed group apply, and idempotent creates per committed create group.",
+			unit:        "short", width: 24,
+			targets: []target{
+				{
+					expr: `sum(rate(paygw_apply_group_size_sum[` + RateInterval + `])) / sum(rate(paygw_apply_group_size_count[` +
+						RateInterval + `]))`,
+					legend: "payments per apply group",
+				},
+				{
+					expr: `sum(rate(paygw_create_group_size_sum[` + RateInterval + `])) / sum(rate(paygw_create_group_size_count[` +
+						RateInterval + `]))`,
+					legend: "creates per create group",
 				},
 			},
 		},
