@@ -41,8 +41,7 @@ type Metrics struct {
 	sweeperFailed    prometheus.Counter
 	purged           prometheus.Counter
 	reconcileQueries *prometheus.CounterVec
-	discrepancies    *prometheus.GaugeVec
-	reconcileSuccess *prometheus.GaugeVec
+	stored           *stored
 	httpRequests     *prometheus.CounterVec
 	httpDuration     *prometheus.HistogramVec
 }
@@ -56,10 +55,7 @@ func New(version string) *Metrics {
 	m.httpFamilies()
 	m.reconcileQueries = m.counterVec("paygw_reconcile_query_total",
 		"Trade queries the reconciliation job made, by channel and the channel's answer.", "channel", "answer")
-	m.discrepancies = m.gaugeVec("paygw_reconcile_discrepancies",
-		"Discrepancies the channel's last bill run found, by class (matched lines are not discrepancies).", "channel", "class")
-	m.reconcileSuccess = m.gaugeVec("paygw_reconcile_last_success_timestamp_seconds",
-		"When a reconciliation job (query, bill) last completed, Unix seconds.", "job")
+	m.storedFamilies()
 	build := m.gaugeVec("paygw_build_info", "Always 1; the version label is the running build's.", "version")
 	build.WithLabelValues(version).Set(1)
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -148,8 +144,7 @@ func (m *Metrics) histogram(name, help string, buckets []float64) prometheus.His
 	return h
 }
 
-// Names lists paygw's own metric families registered so far (those of New, Up and
-// StoredState), sorted: not the Go runtime's or the process's. A histogram's series add
+// Names lists paygw's own metric families registered so far (New's and Up's), sorted: not the Go runtime's or the process's. A histogram's series add
 // _bucket, _sum and _count to its name.
 func (m *Metrics) Names() []string {
 	return slices.Sorted(maps.Keys(m.families))
@@ -160,8 +155,8 @@ func (m *Metrics) Names() []string {
 func (m *Metrics) Labels(name string) []string { return slices.Clone(m.families[name]) }
 
 // Channels starts the query answers of the channels the reconciliation job asks at zero, so
-// dashboards and alerts see them before the first query: a series that does not exist yet
-// reads as no data, not as zero.
+// dashboards and alerts see them before the first query (a series that does not exist yet
+// reads as no data, not as zero), and expects their query runs (ExpectReconcile).
 func (m *Metrics) Channels(names []string) {
 	if m == nil {
 		return
@@ -170,13 +165,8 @@ func (m *Metrics) Channels(names []string) {
 		for _, a := range ReconcileAnswers {
 			m.reconcileQueries.WithLabelValues(ch, a)
 		}
-		for _, c := range DiscrepancyClasses {
-			m.discrepancies.WithLabelValues(ch, c)
-		}
 	}
-	for _, job := range ReconcileJobs {
-		m.reconcileSuccess.WithLabelValues(job)
-	}
+	m.ExpectReconcile(JobQuery, names)
 }
 
 // Handler serves the registry in the Prometheus exposition format: for the admin listener only.
@@ -370,25 +360,6 @@ func (m *Metrics) ReconcileQuery(channel, answer string) {
 	m.reconcileQueries.WithLabelValues(channel, answer).Inc()
 }
 
-// BillDiscrepancies replaces a channel's discrepancy counts with a finished bill run's.
-func (m *Metrics) BillDiscrepancies(channel string, byClass map[string]int) {
-	if m == nil {
-		return
-	}
-	m.discrepancies.DeletePartialMatch(prometheus.Labels{"channel": channel})
-	for class, n := range byClass {
-		m.discrepancies.WithLabelValues(channel, class).Set(float64(n))
-	}
-}
-
-// ReconcileSucceeded records that job ("query", "bill") completed at t.
-func (m *Metrics) ReconcileSucceeded(job string, t time.Time) {
-	if m == nil {
-		return
-	}
-	m.reconcileSuccess.WithLabelValues(job).Set(float64(t.UnixNano()) / 1e9)
-}
-
 // Echo is the middleware counting every request by its route pattern (c.Path(), never the raw
 // path) and status. It hands errors to the error handler itself, as echo's logger does, so the
 // status it counts is the one written.
@@ -422,6 +393,18 @@ var ReconcileAnswers = []string{"PAID", "PAID_REFUNDED", "CLOSED", "NOT_PAID", "
 var DiscrepancyClasses = []string{"CHANNEL_ONLY", "STATUS_MISMATCH", "AMOUNT_MISMATCH", "UNKNOWN_ORDER", "LOCAL_ONLY", "PENDING",
 	"REFUND_CHANNEL_ONLY", "REFUND_AMOUNT_MISMATCH", "SUMMARY_MISMATCH", "BAD_LINE", "UNVERIFIED"}
 
+// AnomalyKinds lists the kinds of anomaly paygw_anomalies_open counts: the apply outcomes that
+// store one.
+func AnomalyKinds() []string {
+	var kinds []string
+	for _, o := range payment.Outcomes() {
+		if o.IsAnomaly() {
+			kinds = append(kinds, string(o))
+		}
+	}
+	return kinds
+}
+
 // The reconciliation jobs, as paygw_reconcile_last_success_timestamp_seconds names them.
 const (
 	JobQuery = "query"
@@ -443,7 +426,8 @@ func Values(metric, label string) []string {
 		"paygw_order_creates_total":                      {"result": OrderResults},
 		"paygw_reconcile_query_total":                    {"answer": ReconcileAnswers},
 		"paygw_reconcile_discrepancies":                  {"class": DiscrepancyClasses},
-		"paygw_reconcile_last_success_timestamp_seconds": {"job": ReconcileJobs},
+		"paygw_reconcile_last_success_timestamp_seconds": {"recon_job": ReconcileJobs},
+		"paygw_anomalies_open":                           {"kind": AnomalyKinds()},
 	}
 	return slices.Clone(fixed[metric][label])
 }
