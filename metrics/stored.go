@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -124,10 +125,26 @@ func (s *stored) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	gauge(s.up, 1)
-	for kind, n := range s.state.OpenAnomalies {
+	// The fixed sets start at zero, so a rule or a panel sees "none" rather than no data: every
+	// anomaly kind, and every class of each channel a job is expected for.
+	anomalies := map[string]int{}
+	for _, kind := range AnomalyKinds() {
+		anomalies[kind] = 0
+	}
+	maps.Copy(anomalies, s.state.OpenAnomalies)
+	for kind, n := range anomalies {
 		gauge(s.anomalies, float64(n), kind)
 	}
-	for k, n := range s.state.Discrepancies {
+	discrepancies := map[[2]string]int{}
+	for _, channels := range s.expect {
+		for _, c := range channels {
+			for _, class := range DiscrepancyClasses {
+				discrepancies[[2]string{c, class}] = 0
+			}
+		}
+	}
+	maps.Copy(discrepancies, s.state.Discrepancies)
+	for k, n := range discrepancies {
 		gauge(s.discrepancies, float64(n), k[0], k[1])
 	}
 	for job, channels := range s.expect {
