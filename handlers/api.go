@@ -15,6 +15,7 @@ import (
 	"github.com/paygw/paygw/apply"
 	"github.com/paygw/paygw/explain"
 	"github.com/paygw/paygw/guard"
+	"github.com/paygw/paygw/metrics"
 	"github.com/paygw/paygw/orders"
 	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/repository"
@@ -105,19 +106,19 @@ func createResult(res orders.Result, err error) string {
 	var done *orders.Done
 	switch {
 	case errors.Is(err, orders.ErrInFlight):
-		return "in_flight"
+		return metrics.OrderInFlight
 	case errors.Is(err, orders.ErrKeyReused):
-		return "key_reused"
+		return metrics.OrderKeyReused
 	case errors.As(err, &done):
-		return "done"
+		return metrics.OrderDone
 	case err != nil:
-		return "error"
+		return metrics.OrderError
 	case res.Replayed:
-		return "replayed"
+		return metrics.OrderReplayed
 	case res.Code >= 400:
-		return "refused" // out of stock, unknown SKU: final, stored and replayed
+		return metrics.OrderRefused
 	}
-	return "created"
+	return metrics.OrderCreated
 }
 
 // readJSON reads the body once and returns it in canonical form: one JSON value, no duplicate

@@ -8,11 +8,14 @@ package metrics
 
 import (
 	"context"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/paygw/paygw/payment"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -21,6 +24,9 @@ import (
 // Metrics is the registry and its collectors.
 type Metrics struct {
 	reg *prometheus.Registry
+	// families holds paygw's own metric families (not the Go runtime's or the process's), by
+	// name, with their label names: what Names and Labels answer.
+	families map[string][]string
 
 	notifications    *prometheus.CounterVec
 	notificationTime *prometheus.HistogramVec
@@ -35,138 +41,132 @@ type Metrics struct {
 	sweeperFailed    prometheus.Counter
 	purged           prometheus.Counter
 	reconcileQueries *prometheus.CounterVec
-	discrepancies    *prometheus.GaugeVec
-	reconcileSuccess *prometheus.GaugeVec
+	stored           *stored
 	httpRequests     *prometheus.CounterVec
 	httpDuration     *prometheus.HistogramVec
 }
 
 // New builds the registry with paygw's collectors, the Go runtime's and the process's.
 func New(version string) *Metrics {
-	reg := prometheus.NewRegistry()
-	f := func(c prometheus.Collector) { reg.MustRegister(c) }
-	m := &Metrics{reg: reg}
-
-	m.notifications = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "paygw_notifications_total",
-		Help: "Notifications answered, by channel and outcome (an apply outcome, REFUSED, PROBE or RETRY).",
-	}, []string{"channel", "outcome"})
-	m.notificationTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "paygw_notification_duration_seconds",
-		Help:    "Time from a notification's arrival to its reply, by channel.",
-		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
-	}, []string{"channel"})
-	m.verifyFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "paygw_verify_failures_total",
-		Help: "Notifications refused before verification passed, by channel and reason; reason probe is a channel testing our verification.",
-	}, []string{"channel", "reason"})
-	m.guard = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "paygw_guard_total",
-		Help: "Redis guard answers: acquired, held, redis_down, done_marker.",
-	}, []string{"result"})
-	m.applyRetries = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "paygw_apply_retries_total",
-		Help: "MySQL transactions run again after a deadlock or a lock-wait timeout.",
-	}, []string{"reason"})
-	m.groupSize = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "paygw_apply_group_size",
-		Help:    "Payments applied together by one committed group transaction (group apply); _count is groups, _sum payments.",
-		Buckets: []float64{2, 4, 8, 16, 32, 64},
-	})
-	m.createGroupSize = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "paygw_create_group_size",
-		Help:    "Idempotent creates committed together by one group transaction; _count is groups, _sum creates.",
-		Buckets: []float64{2, 4, 8, 16, 32, 64},
-	})
-	m.txDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "paygw_db_tx_duration_seconds",
-		Help:    "Time of one MySQL transaction, retries included.",
-		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
-	})
-	m.orderCreates = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "paygw_order_creates_total",
-		Help: "POST /v1/orders results: created, replayed, refused, in_flight, key_reused, done, error.",
-	}, []string{"result"})
-	m.replays = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "paygw_idempotent_replays_total",
-		Help: "Create-order calls answered with the stored result of their idempotency key.",
-	})
-	m.sweeperFailed = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "paygw_sweeper_failed_records_total",
-		Help: "Processing records the sweeper failed because they outlived the processing timeout.",
-	})
-	m.purged = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "paygw_purged_records_total",
-		Help: "idempotent_record rows deleted by the retention purge.",
-	})
-	m.reconcileQueries = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "paygw_reconcile_query_total",
-		Help: "Trade queries the reconciliation job made, by channel and the channel's answer.",
-	}, []string{"channel", "answer"})
-	m.discrepancies = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "paygw_reconcile_discrepancies",
-		Help: "Discrepancies the channel's last bill run found, by class (matched lines are not discrepancies).",
-	}, []string{"channel", "class"})
-	m.reconcileSuccess = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "paygw_reconcile_last_success_timestamp_seconds",
-		Help: "When a reconciliation job (query, bill) last completed, Unix seconds.",
-	}, []string{"job"})
-	m.httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "paygw_http_requests_total",
-		Help: "Requests on the public listener, by route pattern and status code.",
-	}, []string{"route", "code"})
-	m.httpDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "paygw_http_request_duration_seconds",
-		Help:    "Time to answer a request on the public listener, by route pattern.",
-		Buckets: prometheus.DefBuckets,
-	}, []string{"route"})
-	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "paygw_build_info",
-		Help: "Always 1; the version label is the running build's.",
-	}, []string{"version"})
+	m := &Metrics{reg: prometheus.NewRegistry(), families: map[string][]string{}}
+	m.notificationFamilies()
+	m.storageFamilies()
+	m.orderFamilies()
+	m.httpFamilies()
+	m.reconcileQueries = m.counterVec("paygw_reconcile_query_total",
+		"Trade queries the reconciliation job made, by channel and the channel's answer.", "channel", "answer")
+	m.storedFamilies()
+	build := m.gaugeVec("paygw_build_info", "Always 1; the version label is the running build's.", "version")
 	build.WithLabelValues(version).Set(1)
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	for _, c := range []prometheus.Collector{m.notifications, m.notificationTime, m.verifyFailures, m.guard, m.applyRetries,
-		m.txDuration, m.groupSize, m.createGroupSize, m.orderCreates, m.replays, m.sweeperFailed, m.purged, m.reconcileQueries, m.discrepancies,
-		m.reconcileSuccess, m.httpRequests, m.httpDuration, build,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
-		f(c)
-	}
 	// The fixed label sets start at zero, so a rate or an increase sees their first event.
-	for _, r := range []string{GuardAcquired, GuardHeld, GuardRedisDown, GuardDoneMarker} {
+	for _, r := range GuardResults {
 		m.guard.WithLabelValues(r)
 	}
-	for _, r := range []string{RetryDeadlock, RetryLockWait} {
+	for _, r := range RetryReasons {
 		m.applyRetries.WithLabelValues(r)
 	}
 	return m
 }
 
-// Answers and classes a channel's reconciliation series start with (see Channels).
-var (
-	reconcileAnswers = []string{"PAID", "PAID_REFUNDED", "CLOSED", "NOT_PAID", "FAILED", "UNVERIFIED"}
-	billClasses      = []string{"CHANNEL_ONLY", "STATUS_MISMATCH", "AMOUNT_MISMATCH", "UNKNOWN_ORDER", "LOCAL_ONLY", "PENDING",
-		"REFUND_CHANNEL_ONLY", "REFUND_AMOUNT_MISMATCH", "SUMMARY_MISMATCH", "BAD_LINE"}
-)
+func (m *Metrics) notificationFamilies() {
+	m.notifications = m.counterVec("paygw_notifications_total",
+		"Notifications answered, by channel and outcome (an apply outcome, REFUSED, PROBE or RETRY).", "channel", "outcome")
+	m.notificationTime = m.histogramVec("paygw_notification_duration_seconds", "Time from a notification's arrival to its reply, by channel.",
+		[]float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}, "channel")
+	m.verifyFailures = m.counterVec("paygw_verify_failures_total",
+		"Notifications refused before verification passed, by channel and reason; reason probe is a channel testing our verification.",
+		"channel", "reason")
+}
 
-// Channels starts the reconciliation series of the channels the job asks at zero, and both
-// jobs' last success at 0 ("not since start"), so dashboards and alerts see them before the
-// first run: a series that does not exist yet reads as no data, not as zero.
+func (m *Metrics) storageFamilies() {
+	m.guard = m.counterVec("paygw_guard_total", "Redis guard answers: acquired, held, redis_down, done_marker.", "result")
+	m.applyRetries = m.counterVec("paygw_apply_retries_total", "MySQL transactions run again after a deadlock or a lock-wait timeout.", "reason")
+	groups := []float64{2, 4, 8, 16, 32, 64}
+	m.groupSize = m.histogram("paygw_apply_group_size",
+		"Payments applied together by one committed group transaction (group apply); _count is groups, _sum payments.", groups)
+	m.createGroupSize = m.histogram("paygw_create_group_size",
+		"Idempotent creates committed together by one group transaction; _count is groups, _sum creates.", groups)
+	m.txDuration = m.histogram("paygw_db_tx_duration_seconds", "Time of one MySQL transaction, retries included.",
+		[]float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5})
+}
+
+func (m *Metrics) orderFamilies() {
+	m.orderCreates = m.counterVec("paygw_order_creates_total",
+		"POST /v1/orders results: created, replayed, refused, in_flight, key_reused, done, error.", "result")
+	m.replays = m.counter("paygw_idempotent_replays_total", "Create-order calls answered with the stored result of their idempotency key.")
+	m.sweeperFailed = m.counter("paygw_sweeper_failed_records_total",
+		"Processing records the sweeper failed because they outlived the processing timeout.")
+	m.purged = m.counter("paygw_purged_records_total", "idempotent_record rows deleted by the retention purge.")
+}
+
+func (m *Metrics) httpFamilies() {
+	m.httpRequests = m.counterVec("paygw_http_requests_total", "Requests on the public listener, by route pattern and status code.",
+		"route", "code")
+	m.httpDuration = m.histogramVec("paygw_http_request_duration_seconds",
+		"Time to answer a request on the public listener, by route pattern.", prometheus.DefBuckets, "route")
+}
+
+// register adds one of paygw's own families to the registry and to what Names knows.
+func (m *Metrics) register(c prometheus.Collector, name string, labels ...string) {
+	m.reg.MustRegister(c)
+	m.families[name] = labels
+}
+
+func (m *Metrics) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	m.register(c, name, labels...)
+	return c
+}
+
+func (m *Metrics) counter(name, help string) prometheus.Counter {
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+	m.register(c, name)
+	return c
+}
+
+func (m *Metrics) gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
+	m.register(g, name, labels...)
+	return g
+}
+
+func (m *Metrics) histogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
+	m.register(h, name, labels...)
+	return h
+}
+
+func (m *Metrics) histogram(name, help string, buckets []float64) prometheus.Histogram {
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
+	m.register(h, name)
+	return h
+}
+
+// Names lists paygw's own metric families registered so far (New's and Up's), sorted: not the Go runtime's or the process's. A histogram's series add
+// _bucket, _sum and _count to its name.
+func (m *Metrics) Names() []string {
+	return slices.Sorted(maps.Keys(m.families))
+}
+
+// Labels lists the label names of the family name (Names), nil for a family without labels or
+// one that is not registered.
+func (m *Metrics) Labels(name string) []string { return slices.Clone(m.families[name]) }
+
+// Channels starts the query answers of the channels the reconciliation job asks at zero, so
+// dashboards and alerts see them before the first query (a series that does not exist yet
+// reads as no data, not as zero), and expects their query runs (ExpectReconcile).
 func (m *Metrics) Channels(names []string) {
 	if m == nil {
 		return
 	}
 	for _, ch := range names {
-		for _, a := range reconcileAnswers {
+		for _, a := range ReconcileAnswers {
 			m.reconcileQueries.WithLabelValues(ch, a)
 		}
-		for _, c := range billClasses {
-			m.discrepancies.WithLabelValues(ch, c)
-		}
 	}
-	for _, job := range []string{"query", "bill"} {
-		m.reconcileSuccess.WithLabelValues(job)
-	}
+	m.ExpectReconcile(JobQuery, names)
 }
 
 // Handler serves the registry in the Prometheus exposition format: for the admin listener only.
@@ -183,8 +183,9 @@ func (m *Metrics) Up(name string, ping func(context.Context) error) {
 	if m == nil {
 		return
 	}
-	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "paygw_" + name + "_up",
+	family := "paygw_" + name + "_up"
+	m.register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: family,
 		Help: "1 when " + name + " answered a ping at this scrape, else 0.",
 	}, func() float64 {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -193,7 +194,7 @@ func (m *Metrics) Up(name string, ping func(context.Context) error) {
 			return 0
 		}
 		return 1
-	}))
+	}), family)
 }
 
 // Notification counts one answered notification and its time. outcome is an apply outcome, or
@@ -213,6 +214,16 @@ const (
 	OutcomeRetry   = "RETRY"
 )
 
+// Outcomes lists every outcome paygw_notifications_total can carry: the apply outcomes
+// (payment.Outcomes) and OutcomeRefused, OutcomeProbe, OutcomeRetry.
+func Outcomes() []string {
+	var out []string
+	for _, o := range payment.Outcomes() {
+		out = append(out, string(o))
+	}
+	return append(out, OutcomeRefused, OutcomeProbe, OutcomeRetry)
+}
+
 // Verify-failure reasons: a small fixed set the handlers map the channels' sentinel errors to.
 const (
 	ReasonProbe        = "probe"
@@ -225,6 +236,10 @@ const (
 	ReasonBody         = "body"  // the body did not arrive whole
 	ReasonOther        = "other" // an error of no sentinel: a channel bug worth a look
 )
+
+// Reasons lists the Reason* constants.
+var Reasons = []string{ReasonProbe, ReasonBadSignature, ReasonMalformed, ReasonNotOurs, ReasonUnsupported, ReasonStale,
+	ReasonTooLarge, ReasonBody, ReasonOther}
 
 // VerifyFailure counts a refusal before verification passed; reason is a Reason* constant.
 func (m *Metrics) VerifyFailure(channel, reason string) {
@@ -242,6 +257,9 @@ const (
 	GuardDoneMarker = "done_marker"
 )
 
+// GuardResults lists the Guard* constants.
+var GuardResults = []string{GuardAcquired, GuardHeld, GuardRedisDown, GuardDoneMarker}
+
 // Guard counts one answer of the Redis guard.
 func (m *Metrics) Guard(result string) {
 	if m == nil {
@@ -255,6 +273,9 @@ const (
 	RetryDeadlock = "deadlock"
 	RetryLockWait = "lock_wait"
 )
+
+// RetryReasons lists the Retry* constants.
+var RetryReasons = []string{RetryDeadlock, RetryLockWait}
 
 // TxRetry counts a transaction run again.
 func (m *Metrics) TxRetry(reason string) {
@@ -288,14 +309,28 @@ func (m *Metrics) TxDone(took time.Duration) {
 	m.txDuration.Observe(took.Seconds())
 }
 
-// OrderCreate counts a create-order result (created, replayed, refused, in_flight, key_reused,
-// done, error); a replay also counts in paygw_idempotent_replays_total.
+// Create-order results.
+const (
+	OrderCreated   = "created"
+	OrderReplayed  = "replayed"
+	OrderRefused   = "refused" // out of stock, unknown SKU: final, stored and replayed
+	OrderInFlight  = "in_flight"
+	OrderKeyReused = "key_reused"
+	OrderDone      = "done"
+	OrderError     = "error"
+)
+
+// OrderResults lists the Order* constants.
+var OrderResults = []string{OrderCreated, OrderReplayed, OrderRefused, OrderInFlight, OrderKeyReused, OrderDone, OrderError}
+
+// OrderCreate counts a create-order result (an Order* constant); a replay also counts in
+// paygw_idempotent_replays_total.
 func (m *Metrics) OrderCreate(result string) {
 	if m == nil {
 		return
 	}
 	m.orderCreates.WithLabelValues(result).Inc()
-	if result == "replayed" {
+	if result == OrderReplayed {
 		m.replays.Inc()
 	}
 }
@@ -325,25 +360,6 @@ func (m *Metrics) ReconcileQuery(channel, answer string) {
 	m.reconcileQueries.WithLabelValues(channel, answer).Inc()
 }
 
-// BillDiscrepancies replaces a channel's discrepancy counts with a finished bill run's.
-func (m *Metrics) BillDiscrepancies(channel string, byClass map[string]int) {
-	if m == nil {
-		return
-	}
-	m.discrepancies.DeletePartialMatch(prometheus.Labels{"channel": channel})
-	for class, n := range byClass {
-		m.discrepancies.WithLabelValues(channel, class).Set(float64(n))
-	}
-}
-
-// ReconcileSucceeded records that job ("query", "bill") completed at t.
-func (m *Metrics) ReconcileSucceeded(job string, t time.Time) {
-	if m == nil {
-		return
-	}
-	m.reconcileSuccess.WithLabelValues(job).Set(float64(t.UnixNano()) / 1e9)
-}
-
 // Echo is the middleware counting every request by its route pattern (c.Path(), never the raw
 // path) and status. It hands errors to the error handler itself, as echo's logger does, so the
 // status it counts is the one written.
@@ -366,4 +382,52 @@ func (m *Metrics) Echo() echo.MiddlewareFunc {
 			return nil
 		}
 	}
+}
+
+// ReconcileAnswers lists the answers paygw_reconcile_query_total counts: a channel's trade
+// states (channels.TradeState) and the job's FAILED and UNVERIFIED.
+var ReconcileAnswers = []string{"PAID", "PAID_REFUNDED", "CLOSED", "NOT_PAID", "FAILED", "UNVERIFIED"}
+
+// DiscrepancyClasses lists the classes of the discrepancies a bill run stores (reconcile's
+// Class* constants but MATCHED and REFUND_MATCHED, which are only counted).
+var DiscrepancyClasses = []string{"CHANNEL_ONLY", "STATUS_MISMATCH", "AMOUNT_MISMATCH", "UNKNOWN_ORDER", "LOCAL_ONLY", "PENDING",
+	"REFUND_CHANNEL_ONLY", "REFUND_AMOUNT_MISMATCH", "SUMMARY_MISMATCH", "BAD_LINE", "UNVERIFIED"}
+
+// AnomalyKinds lists the kinds of anomaly paygw_anomalies_open counts: the apply outcomes that
+// store one.
+func AnomalyKinds() []string {
+	var kinds []string
+	for _, o := range payment.Outcomes() {
+		if o.IsAnomaly() {
+			kinds = append(kinds, string(o))
+		}
+	}
+	return kinds
+}
+
+// The reconciliation jobs, as paygw_reconcile_last_success_timestamp_seconds names them.
+const (
+	JobQuery = "query"
+	JobBill  = "bill"
+)
+
+// ReconcileJobs lists the Job* constants.
+var ReconcileJobs = []string{JobQuery, JobBill}
+
+// Values is the closed set of values paygw gives label of the family metric, nil when the set is
+// open (channel names come from the configuration, routes and codes from the router, version
+// from the build) or the family has no such label.
+func Values(metric, label string) []string {
+	fixed := map[string]map[string][]string{
+		"paygw_notifications_total":                      {"outcome": Outcomes()},
+		"paygw_verify_failures_total":                    {"reason": Reasons},
+		"paygw_guard_total":                              {"result": GuardResults},
+		"paygw_apply_retries_total":                      {"reason": RetryReasons},
+		"paygw_order_creates_total":                      {"result": OrderResults},
+		"paygw_reconcile_query_total":                    {"answer": ReconcileAnswers},
+		"paygw_reconcile_discrepancies":                  {"class": DiscrepancyClasses},
+		"paygw_reconcile_last_success_timestamp_seconds": {"recon_job": ReconcileJobs},
+		"paygw_anomalies_open":                           {"kind": AnomalyKinds()},
+	}
+	return slices.Clone(fixed[metric][label])
 }

@@ -80,6 +80,14 @@ const (
 	OutcomeAnomalyRefunded      Outcome = "ANOMALY_REFUNDED"       // refunds an unapplied payment; its anomaly is marked refunded
 )
 
+// Outcomes lists every Outcome, in the order above: the values of the outcome label paygw's
+// metrics can carry besides their own (metrics.Outcomes).
+func Outcomes() []Outcome {
+	return []Outcome{OutcomeApplied, OutcomeRepeat, OutcomeAmountMismatch, OutcomePaidAfterClose, OutcomeDuplicatePayment,
+		OutcomeClosed, OutcomeJournalled, OutcomeUnknownOrder, OutcomeRefunded, OutcomeRefundPending,
+		OutcomeRefundExceedsPayment, OutcomeAnomalyRefunded}
+}
+
 // IsAnomaly reports whether the outcome is also written to the anomaly table.
 func (o Outcome) IsAnomaly() bool {
 	switch o {

@@ -136,8 +136,9 @@ func (j *Job) Run(ctx context.Context, o Options) (Summary, error) {
 		return Summary{}, err
 	}
 
-	var mu sync.Mutex // guards sum and the output
+	var mu sync.Mutex // guards sum, answered and the output
 	var sum Summary
+	answered := map[string]int{} // verified answers by channel
 	byChannel := map[string][]repository.DueAttempt{}
 	for _, a := range due {
 		if j.queriers[a.Channel] != nil { // an attempt on a channel that cannot be asked waits
@@ -153,6 +154,9 @@ func (j *Job) Run(ctx context.Context, o Options) (Summary, error) {
 				mu.Lock()
 				defer mu.Unlock()
 				sum.add(r)
+				if r.err == nil {
+					answered[a.Channel]++
+				}
 				if o.Out != nil {
 					fmt.Fprintf(o.Out, "%s %s %s: %s\n", a.TradeNo, a.Channel, r.answerText(), r.action(o.DryRun))
 				}
@@ -163,10 +167,35 @@ func (j *Job) Run(ctx context.Context, o Options) (Summary, error) {
 	if err := j.closeStale(ctx, o, from, &sum); err != nil {
 		return sum, err
 	}
+	if err := ctx.Err(); err != nil {
+		return sum, err
+	}
+	if err := j.recordSuccess(ctx, o, byChannel, answered); err != nil {
+		return sum, err
+	}
 	if o.Out != nil {
 		fmt.Fprintln(o.Out, sum)
 	}
 	return sum, ctx.Err()
+}
+
+// recordSuccess stores, for each channel a full run covered (not a dry run, not one order), that
+// the query succeeded: nothing was due, or at least one of its answers verified. A channel whose
+// every answer failed has not succeeded, whatever the other channels did.
+func (j *Job) recordSuccess(ctx context.Context, o Options, due map[string][]repository.DueAttempt, answered map[string]int) error {
+	if o.DryRun || o.TradeNo != "" {
+		return nil
+	}
+	now := j.now()
+	for name := range j.queriers {
+		if o.Channel != "" && o.Channel != name || len(due[name]) > 0 && answered[name] == 0 {
+			continue
+		}
+		if err := j.db.RecordQuerySuccess(ctx, name, now); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // staleWindow bounds how far back closeStale looks, so that its scan stays small as attempts
@@ -367,10 +396,10 @@ func backoff(n int) time.Duration {
 	return time.Hour
 }
 
-// The job label of paygw_reconcile_last_success_timestamp_seconds.
+// The recon_job label of paygw_reconcile_last_success_timestamp_seconds.
 const (
-	JobQuery = "query"
-	JobBill  = "bill"
+	JobQuery = metrics.JobQuery
+	JobBill  = metrics.JobBill
 )
 
 // LeaseName is the job_lease row that lets one replica at a time run the query.
@@ -397,9 +426,6 @@ func (j *Job) Serve(ctx context.Context, every time.Duration, holder string) {
 		if err != nil && ctx.Err() == nil {
 			j.log.Warn().Err(err).Msg("reconcile query run")
 			continue
-		}
-		if err == nil {
-			j.Metrics.ReconcileSucceeded(JobQuery, j.now())
 		}
 		if sum.Asked > 0 || sum.Stale > 0 {
 			j.log.Info().Int("asked", sum.Asked).Int("paid", sum.Paid).Int("refunded", sum.Refunded).Int("closed", sum.Closed).

@@ -240,6 +240,7 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	defer db.Close()
 	db.Metrics = met
 	met.Up("mysql", db.Ping)
+	met.ReadStoredState(db)
 	if list, err := db.MigrationStatus(ctx); err == nil {
 		for _, m := range list {
 			if m.State != "applied" {
@@ -319,6 +320,7 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
+	met.ExpectReconcile(metrics.JobBill, metrics.Named(bds))
 	if len(bds) > 0 {
 		go serveDailyBills(ctx, cfg, db, applier, bds, leaseHolder("serve"), met, log)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,18 +13,23 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/paygw/paygw/internal/dashboard"
+	_ "github.com/go-sql-driver/mysql"
 
+	"github.com/paygw/paygw/internal/dashboard"
 	"github.com/paygw/paygw/internal/testenv"
+	"github.com/paygw/paygw/metrics"
+	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/simulate"
 )
 
-// A real Prometheus scrapes a running paygw's admin port while the test sends notifications of
-// each outcome; its query API must then answer exactly what was sent.
+// A real Prometheus scrapes a running paygw's admin port while the test sends notifications that
+// come to every outcome metrics.Outcomes lists (PROBE and RETRY included); its query API must
+// then answer exactly what was sent, and every dashboard panel must have data.
 func TestPrometheusScrapesWhatWasSent(t *testing.T) {
 	prom := prometheusBinary(t)
 
@@ -41,7 +47,8 @@ func TestPrometheusScrapesWhatWasSent(t *testing.T) {
 	addr, admin := freeAddr(t), freeAddr(t)
 	extra += fmt.Sprintf("admin:\n  addr: %q\n", admin)
 	token := newToken(t)
-	s := startServer(t, writeConfig(t, settings{addr: addr, dsn: testenv.NewDatabase(t), token: token, extra: extra}), addr)
+	dsn := testenv.NewDatabase(t)
+	s := startServer(t, writeConfig(t, settings{addr: addr, dsn: dsn, token: token, extra: extra}), addr)
 
 	// /metrics is the admin listener's alone.
 	if r := s.do("GET", "/metrics", "", nil, ""); r.code != http.StatusNotFound {
@@ -51,12 +58,15 @@ func TestPrometheusScrapesWhatWasSent(t *testing.T) {
 	// Prometheus, scraping the admin port every second.
 	promAddr := startPrometheus(t, prom, admin)
 
-	// Two orders, then one notification of each outcome.
-	if r := s.do("PUT", "/v1/stock/M-1", token, nil, `{"num":10,"price_fen":1999}`); r.code != http.StatusOK {
+	// Orders, then notifications that come to every outcome metrics exports.
+	if r := s.do("PUT", "/v1/stock/M-1", token, nil, `{"num":100,"price_fen":1999}`); r.code != http.StatusOK {
 		t.Fatalf("PUT /v1/stock/M-1: %d %s", r.code, r.body)
 	}
-	createOrder := func(key string) (tradeNo string, amount int64) {
-		r := s.do("POST", "/v1/orders", token, map[string]string{"Idempotency-Key": key}, `{"user_id":7,"sku":"M-1","num":1}`)
+	created := 0
+	createOrder := func() (tradeNo string, amount int64) {
+		created++
+		r := s.do("POST", "/v1/orders", token, map[string]string{"Idempotency-Key": fmt.Sprintf("metrics-%d", created)},
+			`{"user_id":7,"sku":"M-1","num":1}`)
 		if r.code != http.StatusCreated {
 			t.Fatalf("POST /v1/orders: %d %s", r.code, r.body)
 		}
@@ -69,8 +79,6 @@ func TestPrometheusScrapesWhatWasSent(t *testing.T) {
 		}
 		return o.TradeNo, o.AmountFen
 	}
-	paid, amount := createOrder("metrics-1")
-	mismatched, _ := createOrder("metrics-2")
 
 	signers, err := simulate.LoadSigners(keys)
 	if err != nil {
@@ -85,36 +93,100 @@ func TestPrometheusScrapesWhatWasSent(t *testing.T) {
 		t.Fatal(err)
 	}
 	client := &http.Client{Timeout: 10 * time.Second}
-	notifyURL := simulate.NotifyURL(s.url, "alipay")
-	send := func(signer simulate.Signer, p simulate.Payment, wantStatus int) {
+	sent := map[string]int{}  // outcome -> notifications
+	codes := map[string]int{} // status code -> notifications
+	deliver := func(channel, outcome string, m simulate.Message, wantStatus int) {
+		t.Helper()
+		r := simulate.Send(t.Context(), client, simulate.NotifyURL(s.url, channel), m)
+		if r.Err != nil || wantStatus != 0 && r.Status != wantStatus {
+			t.Fatalf("notify %s for %s: %v, want %d\n%s", channel, outcome, r, wantStatus, s.out)
+		}
+		sent[outcome]++
+		codes[strconv.Itoa(r.Status)]++
+	}
+	send := func(signer simulate.Signer, p simulate.Payment, outcome string, wantStatus int) {
 		t.Helper()
 		m, err := signer.Sign(p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := simulate.Send(t.Context(), client, notifyURL, m)
-		if r.Err != nil || r.Status != wantStatus {
-			t.Fatalf("notify %s %+v: %v, want %d\n%s", signer.Channel(), p, r, wantStatus, s.out)
-		}
+		deliver(signer.Channel(), outcome, m, wantStatus)
 	}
-	send(signers["alipay"], simulate.Payment{TradeNo: paid, AmountFen: amount}, 200)                    // APPLIED
-	send(signers["alipay"], simulate.Payment{TradeNo: paid, AmountFen: amount}, 200)                    // REPEAT
-	send(strangers["alipay"], simulate.Payment{TradeNo: paid, AmountFen: amount}, 400)                  // refused: bad signature
-	send(signers["alipay"], simulate.Payment{TradeNo: "NOSUCHORDER0000000001", AmountFen: amount}, 503) // unknown order: retry
-	send(signers["alipay"], simulate.Payment{TradeNo: mismatched, AmountFen: amount + 1}, 200)          // AMOUNT_MISMATCH
+	alipay := signers["alipay"]
+	pay := func(tradeNo string, amount int64) simulate.Payment {
+		return simulate.Payment{TradeNo: tradeNo, AmountFen: amount}
+	}
+	refund := func(tradeNo string, amount, total int64) simulate.Payment {
+		return simulate.Payment{TradeNo: tradeNo, AmountFen: amount, Status: simulate.StatusRefund, RefundFen: total}
+	}
+	paid, amount := createOrder()
+	send(alipay, pay(paid, amount), string(payment.OutcomeApplied), 200)
+	send(alipay, pay(paid, amount), string(payment.OutcomeRepeat), 200)
+	send(alipay, refund(paid, amount, 100), string(payment.OutcomeRefunded), 200)
+	send(alipay, refund(paid, amount, amount+1), string(payment.OutcomeRefundExceedsPayment), 200)
+	mismatched, _ := createOrder()
+	send(alipay, pay(mismatched, amount+1), string(payment.OutcomeAmountMismatch), 200)
+	send(alipay, refund(mismatched, amount+1, 100), string(payment.OutcomeAnomalyRefunded), 200)
+	closed, _ := createOrder()
+	send(alipay, simulate.Payment{TradeNo: closed, AmountFen: amount, Status: simulate.StatusClosed}, string(payment.OutcomeClosed), 200)
+	send(alipay, pay(closed, amount), string(payment.OutcomePaidAfterClose), 200)
+	twice, _ := createOrder()
+	send(alipay, pay(twice, amount), string(payment.OutcomeApplied), 200)
+	send(alipay, simulate.Payment{TradeNo: twice, AmountFen: amount, TxnID: "SECONDPAYMENTOFTWICE"}, string(payment.OutcomeDuplicatePayment), 200)
+	waiting, _ := createOrder()
+	send(alipay, simulate.Payment{TradeNo: waiting, AmountFen: amount, Status: simulate.StatusPending}, string(payment.OutcomeJournalled), 200)
+	send(alipay, refund(waiting, amount, 100), string(payment.OutcomeRefundPending), 200)
+	send(alipay, pay("NOSUCHORDER0000000001", amount), string(payment.OutcomeUnknownOrder), 503)
+	send(strangers["alipay"], pay(paid, amount), metrics.OutcomeRefused, 400)
+	// WeChat Pay's signature-test probe: a signed message whose signature is the probe's.
+	probe, err := signers["wechatpay"].Sign(pay(paid, amount))
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe.Header.Set("Wechatpay-Signature", "WECHATPAY/SIGNTEST/"+probe.Header.Get("Wechatpay-Signature"))
+	deliver("wechatpay", metrics.OutcomeProbe, probe, 0)
+	// Our own fault: MySQL cannot apply while the orders table is away.
+	sqlDB, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sqlDB.Close()
+	unlucky, _ := createOrder()
+	if _, err := sqlDB.ExecContext(t.Context(), "RENAME TABLE orders TO orders_away"); err != nil {
+		t.Fatal(err)
+	}
+	send(alipay, pay(unlucky, amount), metrics.OutcomeRetry, 503)
+	if _, err := sqlDB.ExecContext(t.Context(), "RENAME TABLE orders_away TO orders"); err != nil {
+		t.Fatal(err)
+	}
+	// Every outcome the code exports was sent: the list is metrics', not this test's.
+	total := 0
+	wantOutcomes := map[string]string{}
+	for _, o := range metrics.Outcomes() {
+		if sent[o] == 0 {
+			t.Errorf("no notification came to outcome %s", o)
+		}
+		wantOutcomes[o] = strconv.Itoa(sent[o])
+		total += sent[o]
+	}
+	wantCodes := map[string]string{}
+	for c, n := range codes {
+		wantCodes[c] = strconv.Itoa(n)
+	}
 
 	want := map[string]map[string]string{
-		`sum by (outcome) (paygw_notifications_total{channel="alipay"})`: {
-			"APPLIED": "1", "REPEAT": "1", "REFUSED": "1", "UNKNOWN_ORDER": "1", "AMOUNT_MISMATCH": "1",
-		},
-		`sum by (reason) (paygw_verify_failures_total{channel="alipay"})`:         {"bad_signature": "1"},
-		`sum by (code) (paygw_http_requests_total{route="/notify/alipay"})`:       {"200": "3", "400": "1", "503": "1"},
-		`sum by (route) (paygw_http_requests_total{route=~"/v1/.*"})`:             {"/v1/orders": "2", "/v1/stock/:sku": "1"},
-		`sum by (result) (paygw_order_creates_total)`:                             {"created": "2"},
-		`sum(paygw_notification_duration_seconds_count{channel="alipay"})`:        {"": "5"},
-		`sum by (result) (paygw_guard_total{result=~"acquired|done_marker"}) > 0`: {"acquired": "5"},
+		`sum by (outcome) (paygw_notifications_total)`:                   wantOutcomes,
+		`sum by (channel, reason) (paygw_verify_failures_total)`:         {"alipay,bad_signature": "1", "wechatpay,probe": "1"},
+		`sum by (code) (paygw_http_requests_total{route=~"/notify/.*"})`: wantCodes,
+		`sum by (route) (paygw_http_requests_total{route=~"/v1/.*"})`:    {"/v1/orders": strconv.Itoa(created), "/v1/stock/:sku": "1"},
+		`sum by (result) (paygw_order_creates_total)`:                    {"created": strconv.Itoa(created)},
+		`sum(paygw_notification_duration_seconds_count)`:                 {"": strconv.Itoa(total)},
+		`sum by (result) (paygw_guard_total{result="acquired"}) > 0`:     nil, // any count
+		`max by (kind) (paygw_anomalies_open{kind=~"AMOUNT_MISMATCH|PAID_AFTER_CLOSE|DUPLICATE_PAYMENT"})`: {
+			"AMOUNT_MISMATCH": "1", "PAID_AFTER_CLOSE": "1", "DUPLICATE_PAYMENT": "1"},
 		`paygw_mysql_up`:                        {"": "1"},
 		`paygw_redis_up`:                        {"": "1"},
+		`paygw_stored_state_up`:                 {"": "1"},
 		`count by (version) (paygw_build_info)`: nil, // any one version, checked below
 		`sum(paygw_idempotent_replays_total) + sum(paygw_sweeper_failed_records_total)`: {"": "0"},
 	}

@@ -64,7 +64,7 @@ var rows = []row{
 	{title: "Notifications", panels: []panel{
 		{
 			title:       "Notifications by outcome",
-			description: "Notifications per second by channel and outcome (probes included as outcome probe).",
+			description: "Notifications per second by channel and outcome (probes included as outcome PROBE).",
 			unit:        "reqps", stacked: true, width: 12,
 			targets: []target{{
 				expr:   `sum by (channel, outcome) (rate(paygw_notifications_total[` + RateInterval + `]))`,
@@ -148,6 +148,23 @@ var rows = []row{
 				},
 			},
 		},
+		{
+			title:       "Group sizes",
+			description: "Average payments per committed group apply, and idempotent creates per committed create group.",
+			unit:        "short", width: 24,
+			targets: []target{
+				{
+					expr: `sum(rate(paygw_apply_group_size_sum[` + RateInterval + `])) / sum(rate(paygw_apply_group_size_count[` +
+						RateInterval + `]))`,
+					legend: "payments per apply group",
+				},
+				{
+					expr: `sum(rate(paygw_create_group_size_sum[` + RateInterval + `])) / sum(rate(paygw_create_group_size_count[` +
+						RateInterval + `]))`,
+					legend: "creates per create group",
+				},
+			},
+		},
 	}},
 	{title: "Orders and records", panels: []panel{
 		{
@@ -193,32 +210,41 @@ var rows = []row{
 		},
 		{
 			title:       "Open discrepancies",
-			description: "Discrepancies the last bill run left, by channel and class.",
+			description: "Open discrepancies of the bill results, by channel and class, from the database (PENDING waits for the next day's bill).",
 			kind:        statPanel, unit: "short", width: 8,
 			targets: []target{{
-				expr:   `sum by (channel, class) (paygw_reconcile_discrepancies)`,
+				expr:   `max by (channel, class) (paygw_reconcile_discrepancies)`,
 				legend: "{{channel}} {{class}}",
 			}},
 		},
 		{
-			title: "Since last reconciliation success",
-			description: "Time since each reconciliation job last succeeded (query, bill); the alert fires past 26 h. " +
-				"The job's name is in exported_job when Prometheus scrapes without honor_labels.",
-			kind: statPanel, unit: "s", width: 8,
+			title:       "Since last reconciliation success",
+			description: "Time since each reconciliation job (query, bill) last succeeded per channel, from the database; the alert fires past 26 h.",
+			kind:        statPanel, unit: "s", width: 8,
 			targets: []target{{
-				expr:   `time() - max by (job, exported_job) (paygw_reconcile_last_success_timestamp_seconds)`,
-				legend: "{{job}} {{exported_job}}",
+				expr:   `time() - max by (recon_job, channel) (paygw_reconcile_last_success_timestamp_seconds)`,
+				legend: "{{recon_job}} {{channel}}",
+			}},
+		},
+		{
+			title:       "Open anomalies",
+			description: "Anomalies no person has resolved yet, by kind, from the database: GET /v1/anomalies?resolved=false.",
+			kind:        statPanel, unit: "short", width: 24,
+			targets: []target{{
+				expr:   `max by (kind) (paygw_anomalies_open)`,
+				legend: "{{kind}}",
 			}},
 		},
 	}},
 	{title: "Service", panels: []panel{
 		{
 			title:       "Dependencies up",
-			description: "1 when paygw reaches Redis / MySQL.",
+			description: "1 when paygw reaches Redis / MySQL, and reads its stored state (open anomalies, discrepancies, reconciliation successes).",
 			kind:        statPanel, unit: "bool_on_off", width: 6,
 			targets: []target{
 				{expr: `min(paygw_redis_up)`, legend: "Redis"},
 				{expr: `min(paygw_mysql_up)`, legend: "MySQL"},
+				{expr: `min(paygw_stored_state_up)`, legend: "Stored state"},
 			},
 		},
 		{
