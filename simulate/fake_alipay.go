@@ -142,8 +142,8 @@ func alipayTradeNode(outTradeNo string, t FakeTrade, ok bool) alipayQueryNode {
 }
 
 // alipayWrite answers {"<name>":<node>,"sign":"..."}: the sign is SHA256withRSA over the node's
-// bytes exactly as written; key nil leaves sign out.
-func (f *Fake) alipayWrite(w http.ResponseWriter, name string, node alipayQueryNode, key *rsa.PrivateKey) {
+// bytes exactly as written; key nil leaves sign out. node is a struct, its fields in Alipay's order.
+func (f *Fake) alipayWrite(w http.ResponseWriter, name string, node any, key *rsa.PrivateKey) {
 	raw, err := json.Marshal(node)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)

@@ -3,11 +3,7 @@ package simulate
 import (
 	"archive/zip"
 	"bytes"
-	"crypto"
-	"crypto/rand"
 	"crypto/rsa"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -58,7 +54,7 @@ const alipayBillMethodNode = "alipay_data_dataservice_bill_downloadurl_query_res
 
 func (f *Fake) alipayBillURL(w http.ResponseWriter, r *http.Request, form url.Values, appKey *rsa.PublicKey, key *rsa.PrivateKey) {
 	refuse := func(subCode, subMsg string) {
-		f.alipayBillWrite(w, alipayBillNode{Code: "40004", Msg: "Business Failed", SubCode: subCode, SubMsg: subMsg}, key)
+		f.alipayWrite(w, alipayBillMethodNode, alipayBillNode{Code: "40004", Msg: "Business Failed", SubCode: subCode, SubMsg: subMsg}, key)
 	}
 	switch {
 	case form.Get("app_id") != f.manifest.Alipay.AppID:
@@ -79,7 +75,7 @@ func (f *Fake) alipayBillURL(w http.ResponseWriter, r *http.Request, form url.Va
 		return
 	}
 	link := "http://" + r.Host + "/alipay-bills/" + f.alipayBillName(day) + ".csv.zip"
-	f.alipayBillWrite(w, alipayBillNode{Code: "10000", Msg: "Success", BillDownloadURL: link}, key)
+	f.alipayWrite(w, alipayBillMethodNode, alipayBillNode{Code: "10000", Msg: "Success", BillDownloadURL: link}, key)
 }
 
 func startOfDay(t time.Time, loc *time.Location) time.Time {
@@ -94,22 +90,6 @@ func (f *Fake) alipayBillName(day time.Time) string {
 
 // alipayPID is the fake merchant's Alipay partner id.
 const alipayPID = "2088102177846875"
-
-// alipayBillWrite answers {"<node name>":<node>,"sign":"..."}, signed as alipayWrite signs.
-func (f *Fake) alipayBillWrite(w http.ResponseWriter, node alipayBillNode, key *rsa.PrivateKey) {
-	raw, _ := json.Marshal(node) // strings: cannot fail
-	sum := sha256.Sum256(raw)
-	sig, err := rsa.SignPKCS1v15(rand.Reader, key, crypto.SHA256, sum[:])
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	if f.broken("alipay") {
-		sig[len(sig)/2] ^= 0x01
-	}
-	w.Header().Set("Content-Type", "application/json;charset=utf-8")
-	_, _ = w.Write([]byte(`{"` + alipayBillMethodNode + `":` + string(raw) + `,"sign":"` + base64.StdEncoding.EncodeToString(sig) + `"}`))
-}
 
 func (f *Fake) alipayBillZip(w http.ResponseWriter, r *http.Request) {
 	name, ok := strings.CutSuffix(r.PathValue("file"), ".csv.zip")

@@ -34,29 +34,42 @@ func (f *Fake) unionPayRoutes(mux *http.ServeMux) {
 }
 
 func (f *Fake) unionPayQuery(w http.ResponseWriter, r *http.Request) {
+	echo := []string{"version", "encoding", "bizType", "txnType", "txnSubType", "accessType", "merId", "orderId", "txnTime"}
+	f.unionPayAnswer(w, r, echo, func(req, answer url.Values) error {
+		if code, msg := f.checkUnionPayQuery(req); code != "" {
+			answer.Set("respCode", code)
+			answer.Set("respMsg", msg)
+			return nil
+		}
+		t, found := f.Trade("unionpay", req.Get("orderId"))
+		if !found {
+			answer.Set("respCode", "34")
+			answer.Set("respMsg", "查无此交易")
+			return nil
+		}
+		return unionPayTradeAnswer(answer, t)
+	})
+}
+
+// unionPayAnswer serves one ACP synchronous exchange: it reads the request, echoes the fields
+// named in echo, lets fill complete the answer (an error from it is a 500), then signs and writes
+// the answer. A broken channel alters the signed answer: its txnAmt where it has one, else respMsg.
+func (f *Fake) unionPayAnswer(w http.ResponseWriter, r *http.Request, echo []string, fill func(req, answer url.Values) error) {
 	signer, req, ok := f.unionPayRequest(w, r)
 	if !ok {
 		return
 	}
-
 	answer := url.Values{}
-	for _, k := range []string{"version", "encoding", "bizType", "txnType", "txnSubType", "accessType", "merId", "orderId", "txnTime"} {
+	for _, k := range echo {
 		if v := req.Get(k); v != "" {
 			answer.Set(k, v)
 		}
 	}
 	answer.Set("signMethod", "01")
-	if code, msg := f.checkUnionPayQuery(req); code != "" {
-		answer.Set("respCode", code)
-		answer.Set("respMsg", msg)
-	} else if t, found := f.Trade("unionpay", req.Get("orderId")); !found {
-		answer.Set("respCode", "34")
-		answer.Set("respMsg", "查无此交易")
-	} else if err := unionPayTradeAnswer(answer, t); err != nil {
+	if err := fill(req, answer); err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-
 	answer.Set("signPubKeyCert", string(signer.CertPEM))
 	if err := SignUnionPay(answer, signer.Key); err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -93,6 +106,12 @@ func (f *Fake) checkUnionPayQuery(req url.Values) (code, msg string) {
 	if _, err := time.Parse("20060102150405", req.Get("txnTime")); err != nil {
 		return "10", "报文格式错误: txnTime"
 	}
+	return f.checkUnionPaySignature(req)
+}
+
+// checkUnionPaySignature checks a request's certId against the merchant certificate and its
+// signature with that certificate's key, returning a respCode and message to refuse with, or "".
+func (f *Fake) checkUnionPaySignature(req url.Values) (code, msg string) {
 	cert, err := f.unionPayMerchantCert()
 	if err != nil {
 		return "11", "商户证书不可用: " + err.Error()

@@ -24,29 +24,22 @@ func (f *Fake) unionPayBillRoutes(mux *http.ServeMux) {
 }
 
 func (f *Fake) unionPayFileDownload(w http.ResponseWriter, r *http.Request) {
-	signer, req, ok := f.unionPayRequest(w, r)
-	if !ok {
-		return
-	}
-	answer := url.Values{}
-	for _, k := range []string{"version", "encoding", "bizType", "txnType", "txnSubType", "accessType", "merId", "settleDate", "txnTime", "fileType"} {
-		if v := req.Get(k); v != "" {
-			answer.Set(k, v)
+	echo := []string{"version", "encoding", "bizType", "txnType", "txnSubType", "accessType", "merId", "settleDate", "txnTime", "fileType"}
+	f.unionPayAnswer(w, r, echo, func(req, answer url.Values) error {
+		day, dayOK := unionPaySettleDay(req.Get("settleDate"), req.Get("txnTime"))
+		if code, msg := f.checkUnionPayFileDownload(req); code != "" {
+			answer.Set("respCode", code)
+			answer.Set("respMsg", msg)
+			return nil
 		}
-	}
-	answer.Set("signMethod", "01")
-	day, dayOK := unionPaySettleDay(req.Get("settleDate"), req.Get("txnTime"))
-	if code, msg := f.checkUnionPayFileDownload(req); code != "" {
-		answer.Set("respCode", code)
-		answer.Set("respMsg", msg)
-	} else if !dayOK {
-		answer.Set("respCode", "98")
-		answer.Set("respMsg", "文件不存在")
-	} else {
+		if !dayOK {
+			answer.Set("respCode", "98")
+			answer.Set("respMsg", "文件不存在")
+			return nil
+		}
 		zm, err := f.UnionPayBillZip(day)
 		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
+			return err
 		}
 		var z bytes.Buffer
 		zw := zlib.NewWriter(&z)
@@ -56,17 +49,8 @@ func (f *Fake) unionPayFileDownload(w http.ResponseWriter, r *http.Request) {
 		answer.Set("respMsg", "成功[0000000]")
 		answer.Set("fileName", unionPayZMName(f.manifest.UnionPay.MerID, day)+".zip")
 		answer.Set("fileContent", base64.StdEncoding.EncodeToString(z.Bytes()))
-	}
-	answer.Set("signPubKeyCert", string(signer.CertPEM))
-	if err := SignUnionPay(answer, signer.Key); err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	if f.broken("unionpay") {
-		answer.Set("respMsg", answer.Get("respMsg")+" (altered)")
-	}
-	w.Header().Set("Content-Type", "text/plain;charset=UTF-8")
-	_, _ = w.Write(UnionPayResponseBody(answer))
+		return nil
+	})
 }
 
 // checkUnionPayFileDownload checks the request as checkUnionPayQuery checks a query.
@@ -80,17 +64,7 @@ func (f *Fake) checkUnionPayFileDownload(req url.Values) (code, msg string) {
 	if req.Get("merId") != f.manifest.UnionPay.MerID {
 		return "10", "报文格式错误: merId"
 	}
-	cert, err := f.unionPayMerchantCert()
-	if err != nil {
-		return "11", "商户证书不可用: " + err.Error()
-	}
-	if req.Get("certId") != cert.SerialNumber.String() {
-		return "11", "证书ID不匹配"
-	}
-	if err := verifyUnionPayForm(req, cert); err != nil {
-		return "11", "验证签名失败"
-	}
-	return "", ""
+	return f.checkUnionPaySignature(req)
 }
 
 // unionPaySettleDay resolves settleDate (MMDD, no year) to the latest such day before the

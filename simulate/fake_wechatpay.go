@@ -21,22 +21,26 @@ import (
 // wechatPayRoutes serves WeChat Pay API v3's order query by out_trade_no and its platform
 // certificate download.
 func (f *Fake) wechatPayRoutes(mux *http.ServeMux) {
-	merchantKey, signer, err := f.wechatKeys()
-	mux.HandleFunc("GET /v3/pay/transactions/out-trade-no/{out_trade_no}", func(w http.ResponseWriter, r *http.Request) {
-		if sandboxKeysFailed(w, err) {
-			return
-		}
-		f.wechatQuery(w, r, merchantKey, signer)
-	})
+	mux.HandleFunc("GET /v3/pay/transactions/out-trade-no/{out_trade_no}", f.wechatHandler(f.wechatQuery))
+	certificates := f.wechatHandler(f.wechatCertificates)
 	mux.HandleFunc("GET /v3/certificates", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		f.asked[wechatCertificatesAsked]++
 		f.mu.Unlock()
+		certificates(w, r)
+	})
+}
+
+// wechatHandler makes h a handler holding the sandbox's WeChat Pay keys: merchantKey to check a
+// request's Authorization, signer to sign the answer. It answers 500 where the sandbox lacks them.
+func (f *Fake) wechatHandler(h func(w http.ResponseWriter, r *http.Request, merchantKey *rsa.PublicKey, signer WeChatPaySigner)) http.HandlerFunc {
+	merchantKey, signer, err := f.wechatKeys()
+	return func(w http.ResponseWriter, r *http.Request) {
 		if sandboxKeysFailed(w, err) {
 			return
 		}
-		f.wechatCertificates(w, r, merchantKey, signer)
-	})
+		h(w, r, merchantKey, signer)
+	}
 }
 
 // wechatCertificatesAsked counts the certificate downloads among the questions (Asked); no
@@ -71,8 +75,7 @@ type wechatCertificate struct {
 // other answer.
 func (f *Fake) wechatCertificates(w http.ResponseWriter, r *http.Request, merchantKey *rsa.PublicKey, signer WeChatPaySigner) {
 	if reason := f.wechatAuthorized(r, merchantKey); reason != "" {
-		body, _ := json.Marshal(map[string]string{"code": "SIGN_ERROR", "message": reason}) // strings: cannot fail
-		f.wechatWrite(w, r, http.StatusUnauthorized, body, signer)
+		f.wechatFail(w, r, signer, http.StatusUnauthorized, "SIGN_ERROR", reason)
 		return
 	}
 	certs, err := f.wechatPlatformCertificates()
@@ -176,10 +179,7 @@ type wechatQueryOrder struct {
 // and answers from the trade store, signed with the platform key as every WeChat response is,
 // errors included.
 func (f *Fake) wechatQuery(w http.ResponseWriter, r *http.Request, merchantKey *rsa.PublicKey, signer WeChatPaySigner) {
-	fail := func(status int, code, message string) {
-		body, _ := json.Marshal(map[string]string{"code": code, "message": message}) // strings: cannot fail
-		f.wechatWrite(w, r, status, body, signer)
-	}
+	fail := func(status int, code, message string) { f.wechatFail(w, r, signer, status, code, message) }
 	if reason := f.wechatAuthorized(r, merchantKey); reason != "" {
 		fail(http.StatusUnauthorized, "SIGN_ERROR", reason)
 		return
@@ -262,6 +262,12 @@ func (f *Fake) wechatAuthorized(r *http.Request, key *rsa.PublicKey) string {
 		return "签名错误"
 	}
 	return ""
+}
+
+// wechatFail sends WeChat Pay's error answer, {"code", "message"}, signed as every answer is.
+func (f *Fake) wechatFail(w http.ResponseWriter, r *http.Request, signer WeChatPaySigner, status int, code, message string) {
+	body, _ := json.Marshal(map[string]string{"code": code, "message": message}) // strings: cannot fail
+	f.wechatWrite(w, r, status, body, signer)
 }
 
 // wechatWrite sends body, the answer to r, with the Wechatpay-* headers of a platform-signed

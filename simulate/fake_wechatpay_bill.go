@@ -18,26 +18,12 @@ import (
 // download: the bill text gzip-compressed, without Wechatpay-* headers, as WeChat sends it. A day
 // without trades is 400 NO_STATEMENT_EXIST; today's bill is 400 STATEMENT_CREATING.
 func (f *Fake) wechatPayBillRoutes(mux *http.ServeMux) {
-	merchantKey, signer, err := f.wechatKeys()
-	mux.HandleFunc("GET /v3/bill/tradebill", func(w http.ResponseWriter, r *http.Request) {
-		if sandboxKeysFailed(w, err) {
-			return
-		}
-		f.wechatTradeBill(w, r, merchantKey, signer)
-	})
-	mux.HandleFunc("GET /v3/billdownload/file", func(w http.ResponseWriter, r *http.Request) {
-		if sandboxKeysFailed(w, err) {
-			return
-		}
-		f.wechatBillDownload(w, r, merchantKey, signer)
-	})
+	mux.HandleFunc("GET /v3/bill/tradebill", f.wechatHandler(f.wechatTradeBill))
+	mux.HandleFunc("GET /v3/billdownload/file", f.wechatHandler(f.wechatBillDownload))
 }
 
 func (f *Fake) wechatTradeBill(w http.ResponseWriter, r *http.Request, merchantKey *rsa.PublicKey, signer WeChatPaySigner) {
-	fail := func(status int, code, message string) {
-		body, _ := json.Marshal(map[string]string{"code": code, "message": message}) // strings: cannot fail
-		f.wechatWrite(w, r, status, body, signer)
-	}
+	fail := func(status int, code, message string) { f.wechatFail(w, r, signer, status, code, message) }
 	if reason := f.wechatAuthorized(r, merchantKey); reason != "" {
 		fail(http.StatusUnauthorized, "SIGN_ERROR", reason)
 		return
