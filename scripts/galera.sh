@@ -48,8 +48,9 @@ if [ "$RUN_USER" != "$(id -un)" ] && ! runuser -u "$RUN_USER" -- test -x "$REPO"
   DIR="/var/tmp/paygw-galera-$(printf '%s' "$REPO" | cksum | cut -d' ' -f1)$SUFFIX"
 fi
 
-log() { printf 'galera: %s\n' "$*" >&2; }
-die() { printf 'galera: ERROR: %s\n' "$*" >&2; exit 1; }
+NAME=galera
+# shellcheck source=scripts/lib.sh
+source "$REPO/scripts/lib.sh"
 
 node_dir() { echo "$DIR/node$1"; }
 node_data() { echo "$DIR/node$1/data"; }
@@ -59,33 +60,10 @@ node_log() { echo "$DIR/node$1/error.log"; }
 node_sock() { echo "$DIR/node$1/mysqld.sock"; }
 node_port() { echo $((GALERA_PORT + $1 - 1)); }
 
-show_log() { # file
-  if [ -s "$1" ]; then
-    printf 'galera: ---- last lines of %s ----\n' "$1" >&2
-    tail -n 40 "$1" >&2
-    printf 'galera: ----\n' >&2
-  fi
-}
-
-alive() { # pid
-  local st
-  kill -0 "$1" 2>/dev/null || return 1
-  st="$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)" || return 0
-  [ "$st" != Z ] && [ "$st" != X ]
-}
-
 # The pid of node i's mariadbd if it runs (and is one).
 node_running() { # i
-  local f pid comm
-  f="$(node_pid "$1")"
-  [ -s "$f" ] || return 1
-  pid="$(tr -dc '0-9' <"$f")"
-  [ -n "$pid" ] && alive "$pid" || return 1
-  comm="$(cat "/proc/$pid/comm" 2>/dev/null || true)"
-  case "$comm" in mariadbd* | mysqld*) printf '%s\n' "$pid" ;; *) return 1 ;; esac
+  live_pid "$(node_pid "$1")" mariadbd mysqld
 }
-
-port_open() { (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null; }
 
 sql_tcp() { # i args...
   local i="$1"
@@ -104,12 +82,6 @@ wsrep_status() { # i name -> value
 }
 
 # ---------------------------------------------------------------- install
-
-as_root() {
-  if [ "$(id -u)" -eq 0 ]; then "$@"
-  elif command -v sudo >/dev/null 2>&1; then sudo "$@"
-  else die "need root (or sudo) to run: $*"; fi
-}
 
 # chown to the user the nodes run as; a no-op when that is us.
 own() { # paths...
@@ -309,23 +281,11 @@ cmd_up() {
 }
 
 stop_node() { # i
-  local i="$1" pid k
-  if ! pid="$(node_running "$i")"; then
-    rm -f "$(node_pid "$i")"
-    return 0
+  local pid
+  if pid="$(node_running "$1")"; then
+    stop_pid "node $1" "$pid"
   fi
-  log "node $i: stopping (pid $pid)"
-  kill -TERM "$pid" 2>/dev/null || true
-  for ((k = 0; k < START_TIMEOUT * 4; k++)); do
-    alive "$pid" || break
-    sleep 0.25
-  done
-  if alive "$pid"; then
-    log "node $i (pid $pid) did not exit in ${START_TIMEOUT}s; SIGKILL"
-    kill -KILL "$pid" 2>/dev/null || true
-    sleep 0.5
-  fi
-  rm -f "$(node_pid "$i")"
+  rm -f "$(node_pid "$1")"
 }
 
 cmd_down() {

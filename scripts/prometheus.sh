@@ -6,19 +6,14 @@
 set -euo pipefail
 export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 
-log() { printf 'prometheus: %s\n' "$*" >&2; }
-die() { printf 'prometheus: ERROR: %s\n' "$*" >&2; exit 1; }
+NAME=prometheus
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 if command -v prometheus >/dev/null 2>&1; then
   command -v prometheus
   exit 0
 fi
-
-as_root() {
-  if [ "$(id -u)" -eq 0 ]; then "$@"
-  elif command -v sudo >/dev/null 2>&1; then sudo "$@"
-  else die "need root (or sudo) to run: $*"; fi
-}
 
 command -v apt-get >/dev/null 2>&1 || die "prometheus is missing and apt-get is not available; install it by hand"
 

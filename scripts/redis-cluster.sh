@@ -24,8 +24,9 @@ STATE="$REPO/.redis-cluster"
 PORTS=()
 for i in 0 1 2 3 4 5; do PORTS+=("$((BASE + i))"); done
 
-log() { printf 'redis-cluster: %s\n' "$*" >&2; }
-die() { printf 'redis-cluster: ERROR: %s\n' "$*" >&2; exit 1; }
+NAME=redis-cluster
+# shellcheck source=scripts/lib.sh
+source "$REPO/scripts/lib.sh"
 
 cli() { # port args...
   local p="$1"
@@ -33,18 +34,14 @@ cli() { # port args...
   redis-cli -h "$HOST" -p "$p" "$@"
 }
 
-# pid from a node's pid file if that process is alive and is redis-server.
-live_pid() { # port
-  local f="$STATE/redis-$1.pid" pid
-  [ -s "$f" ] || return 1
-  pid="$(tr -dc '0-9' <"$f")"
-  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
-  case "$(cat "/proc/$pid/comm" 2>/dev/null || true)" in redis-server*) printf '%s\n' "$pid" ;; *) return 1 ;; esac
+# The pid of the node on port if it runs (and is redis-server).
+node_running() { # port
+  live_pid "$STATE/redis-$1.pid" redis-server
 }
 
 start_node() { # port
   local p="$1" dir="$STATE/$1"
-  if live_pid "$p" >/dev/null; then
+  if node_running "$p" >/dev/null; then
     return
   fi
   if [ "$(cli "$p" ping 2>/dev/null || true)" = PONG ]; then
@@ -109,7 +106,7 @@ up() {
 down() {
   local p pid i
   for p in "${PORTS[@]}"; do
-    if pid="$(live_pid "$p")"; then
+    if pid="$(node_running "$p")"; then
       kill "$pid" 2>/dev/null || true
       for ((i = 0; i < 50; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
       kill -9 "$pid" 2>/dev/null || true

@@ -41,38 +41,9 @@ RD_DIR="$SVC/redis-$REDIS_PORT"
 RD_PID="$SVC/redis-$REDIS_PORT.pid"
 RD_LOG="$SVC/redis-$REDIS_PORT.log"
 
-log() { printf 'services: %s\n' "$*" >&2; }
-die() { printf 'services: ERROR: %s\n' "$*" >&2; exit 1; }
-
-show_log() { # file
-  if [ -s "$1" ]; then
-    printf 'services: ---- last lines of %s ----\n' "$1" >&2
-    tail -n 40 "$1" >&2
-    printf 'services: ----\n' >&2
-  fi
-}
-
-port_open() { # port
-  (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null
-}
-
-# Process exists and is not a zombie (an unreaped, killed server).
-alive() { # pid
-  local st
-  kill -0 "$1" 2>/dev/null || return 1
-  st="$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)" || return 0
-  [ "$st" != Z ] && [ "$st" != X ]
-}
-
-# pid from a pid file if that process is alive and is the expected program.
-live_pid() { # pidfile comm
-  local pid comm
-  [ -s "$1" ] || return 1
-  pid="$(tr -dc '0-9' <"$1")"
-  [ -n "$pid" ] && alive "$pid" || return 1
-  comm="$(cat "/proc/$pid/comm" 2>/dev/null || true)"
-  case "$comm" in "$2"*) printf '%s\n' "$pid" ;; *) return 1 ;; esac
-}
+NAME=services
+# shellcheck source=scripts/lib.sh
+source "$REPO/scripts/lib.sh"
 
 mysql_client() {
   if command -v mariadb >/dev/null 2>&1; then echo mariadb
@@ -99,11 +70,6 @@ redis_ok() {
 # ---------------------------------------------------------------- install
 
 APT_UPDATED=
-as_root() {
-  if [ "$(id -u)" -eq 0 ]; then "$@"
-  elif command -v sudo >/dev/null 2>&1; then sudo "$@"
-  else die "need root (or sudo) to run: $*"; fi
-}
 
 apt_install() { # packages...
   command -v apt-get >/dev/null 2>&1 ||
@@ -165,7 +131,7 @@ mariadb_up() {
   fi
 
   local pid
-  if pid="$(live_pid "$MY_PID" mariadbd)" || pid="$(live_pid "$MY_PID" mysqld)"; then
+  if pid="$(live_pid "$MY_PID" mariadbd mysqld)"; then
     log "MariaDB (pid $pid) is running but not answering yet; waiting"
   else
     rm -f "$MY_PID"
@@ -276,25 +242,14 @@ redis_up() {
 # ---------------------------------------------------------------- down
 
 stop_pidfile() { # name pidfile comm...
-  local name="$1" file="$2" pid="" c i
+  local name="$1" file="$2" pid
   shift 2
-  for c in "$@"; do pid="$(live_pid "$file" "$c")" && break || pid=""; done
-  if [ -z "$pid" ]; then
+  if ! pid="$(live_pid "$file" "$@")"; then
     [ ! -e "$file" ] || { rm -f "$file"; log "$name: removed stale pid file"; }
     log "$name: not started by this script, nothing to stop"
     return 0
   fi
-  log "stopping $name (pid $pid)"
-  kill -TERM "$pid" 2>/dev/null || true
-  for ((i = 0; i < START_TIMEOUT * 4; i++)); do
-    alive "$pid" || break
-    sleep 0.25
-  done
-  if alive "$pid"; then
-    log "$name (pid $pid) did not exit in ${START_TIMEOUT}s; sending SIGKILL"
-    kill -KILL "$pid" 2>/dev/null || true
-    sleep 0.5
-  fi
+  stop_pid "$name" "$pid"
   rm -f "$file"
   log "$name stopped"
 }
