@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -93,28 +92,15 @@ func SignAlipay(form url.Values, signType string, key *rsa.PrivateKey) error {
 	if signType == "" {
 		signType = "RSA2"
 	}
-	keys := make([]string, 0, len(form))
-	for k := range form {
-		if k != "sign" && k != "sign_type" && form.Get(k) != "" {
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	for i, k := range keys {
-		if i > 0 {
-			b.WriteByte('&')
-		}
-		b.WriteString(k + "=" + form.Get(k))
-	}
+	signed := sortedForm(form, func(k, v string) bool { return k != "sign" && k != "sign_type" && v != "" })
 	var digest []byte
 	var h crypto.Hash
 	switch signType {
 	case "RSA2":
-		sum := sha256.Sum256([]byte(b.String()))
+		sum := sha256.Sum256([]byte(signed))
 		digest, h = sum[:], crypto.SHA256
 	case "RSA":
-		sum := sha1.Sum([]byte(b.String())) // #nosec G401 -- see import
+		sum := sha1.Sum([]byte(signed)) // #nosec G401 -- see import
 		digest, h = sum[:], crypto.SHA1
 	default:
 		return fmt.Errorf("unknown sign_type %q", signType)

@@ -13,7 +13,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -197,19 +196,7 @@ func verifyUnionPayForm(form url.Values, cert *x509.Certificate) error {
 // UnionPayResponseBody writes form as UnionPay writes a synchronous answer: k=v joined by '&',
 // sorted by name, values as they are (not percent-encoded).
 func UnionPayResponseBody(form url.Values) []byte {
-	names := make([]string, 0, len(form))
-	for name := range form {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	var b strings.Builder
-	for i, name := range names {
-		if i > 0 {
-			b.WriteByte('&')
-		}
-		b.WriteString(name + "=" + form.Get(name))
-	}
-	return []byte(b.String())
+	return []byte(sortedForm(form, func(string, string) bool { return true }))
 }
 
 // unionPayRequest reads an ACP request form, answering the HTTP error itself when it cannot.

@@ -259,9 +259,17 @@ func (sb *UnionPaySandbox) Signer(merID string) UnionPaySigner {
 // unionPayDigest is what ACP 5.1.0 signs with SHA256withRSA: the SHA-256 of the lower-case hex
 // SHA-256 of the form's fields but signature, sorted by name, as name=value joined by '&'.
 func unionPayDigest(form url.Values) [32]byte {
+	first := sha256.Sum256([]byte(sortedForm(form, func(name, _ string) bool { return name != "signature" })))
+	return sha256.Sum256([]byte(fmt.Sprintf("%x", first[:])))
+}
+
+// sortedForm is the fields of form that keep accepts, as name=value sorted by name and joined
+// by '&', values as they are (not percent-encoded): the string ACP and Alipay sign, and ACP's
+// synchronous answer.
+func sortedForm(form url.Values, keep func(name, value string) bool) string {
 	names := make([]string, 0, len(form))
 	for name := range form {
-		if name != "signature" {
+		if keep(name, form.Get(name)) {
 			names = append(names, name)
 		}
 	}
@@ -270,6 +278,5 @@ func unionPayDigest(form url.Values) [32]byte {
 	for i, name := range names {
 		pairs[i] = name + "=" + form.Get(name)
 	}
-	first := sha256.Sum256([]byte(strings.Join(pairs, "&")))
-	return sha256.Sum256([]byte(fmt.Sprintf("%x", first[:])))
+	return strings.Join(pairs, "&")
 }
