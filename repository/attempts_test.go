@@ -12,11 +12,7 @@ import (
 // another channel's answer are asked again (issue 20, case 3).
 func TestAttemptClosedMigration(t *testing.T) {
 	ctx := context.Background()
-	dsn := testenv.EmptyDatabase(t)
-	db := testenv.Open(t, dsn)
-	if err := db.MigrateTo(ctx, 9); err != nil {
-		t.Fatal(err)
-	}
+	dsn, db := databaseAt(t, 9)
 	testenv.Exec(t, dsn, `INSERT INTO payment_attempt (trade_no, channel, channel_ref, created_time, next_query_at, query_count,
 		last_query_at, last_answer) VALUES
 		('T1', 'alipay', '', '2026-01-01 10:00:00', '2026-01-01 11:00:00', 2, '2026-01-01 10:30:00.123', 'CLOSED'),

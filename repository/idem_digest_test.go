@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/paygw/paygw/internal/testenv"
 	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/repository"
 )
@@ -19,11 +18,7 @@ import (
 // case or in which column a part sits in stay apart.
 func TestCompactIdemKey(t *testing.T) {
 	ctx := context.Background()
-	dsn := testenv.EmptyDatabase(t)
-	db := testenv.Open(t, dsn)
-	if err := db.MigrateTo(ctx, 8); err != nil {
-		t.Fatal(err)
-	}
+	dsn, db := databaseAt(t, 8)
 	type key struct{ biz, scope, key string }
 	keys := []key{
 		{repository.BizPayNotify, "alipay", "2026120322001"},

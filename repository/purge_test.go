@@ -2,8 +2,6 @@ package repository_test
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,32 +10,6 @@ import (
 	"github.com/paygw/paygw/repository"
 )
 
-// insertRecords adds n idempotent_record rows of status created age ago (UTC, the database's
-// session zone for paygw), keys prefix-0, prefix-1, ...
-func insertRecords(t *testing.T, dsn, prefix string, n, status int, age time.Duration) {
-	t.Helper()
-	for start := 0; start < n; start += 500 {
-		var rows []string
-		for i := start; i < min(n, start+500); i++ {
-			rows = append(rows, fmt.Sprintf("('%s-%d', 'pay_notify', 'alipay', REPEAT('0', 64), %d, UTC_TIMESTAMP(3) - INTERVAL %d SECOND)",
-				prefix, i, status, int64(age.Seconds())))
-		}
-		testenv.Exec(t, dsn, `INSERT INTO idempotent_record (idem_key, biz_type, scope, request_hash, status, create_time) VALUES `+
-			strings.Join(rows, ", "))
-	}
-}
-
-func insertJournal(t *testing.T, dsn, prefix string, n int, age time.Duration) {
-	t.Helper()
-	var rows []string
-	for i := 0; i < n; i++ {
-		rows = append(rows, fmt.Sprintf("('alipay', '%s-%d', 'P1', 'T1', 'PAID', 'TRADE_SUCCESS', 1, 'CNY', 'body', 'APPLIED', UTC_TIMESTAMP(3) - INTERVAL %d SECOND)",
-			prefix, i, int64(age.Seconds())))
-	}
-	testenv.Exec(t, dsn, `INSERT INTO notify_journal (channel, notify_id, trade_no, channel_txn_id, event, channel_status, amount_fen,
-		currency, raw_body, outcome, received_time) VALUES `+strings.Join(rows, ", "))
-}
-
 // Rows past retention go in batches of at most 1,000; processing records, younger rows,
 // anomalies and the journal within its own retention stay.
 func TestPurgeRecordsInBatches(t *testing.T) {
@@ -45,11 +17,11 @@ func TestPurgeRecordsInBatches(t *testing.T) {
 	db := testenv.Open(t, dsn)
 	ctx := context.Background()
 	const week = 168 * time.Hour
-	insertRecords(t, dsn, "old-ok", 2300, repository.StatusSuccess, 10*24*time.Hour)
-	insertRecords(t, dsn, "old-failed", 200, repository.StatusFailed, 9*24*time.Hour)
-	insertRecords(t, dsn, "old-processing", 7, repository.StatusProcessing, 10*24*time.Hour)
-	insertRecords(t, dsn, "young", 30, repository.StatusSuccess, 6*24*time.Hour)
-	insertRecords(t, dsn, "now", 5, repository.StatusSuccess, 0)
+	testenv.OldRecords(t, dsn, "old-ok", 2300, repository.StatusSuccess, 10*24*time.Hour)
+	testenv.OldRecords(t, dsn, "old-failed", 200, repository.StatusFailed, 9*24*time.Hour)
+	testenv.OldRecords(t, dsn, "old-processing", 7, repository.StatusProcessing, 10*24*time.Hour)
+	testenv.OldRecords(t, dsn, "young", 30, repository.StatusSuccess, 6*24*time.Hour)
+	testenv.OldRecords(t, dsn, "now", 5, repository.StatusSuccess, 0)
 	testenv.Exec(t, dsn, `INSERT INTO anomaly (kind, trade_no, channel, channel_txn_id, amount_fen, currency, detail, created_time)
 		VALUES ('AMOUNT_MISMATCH', 'P1', 'alipay', 'T1', 1, 'CNY', 'old', UTC_TIMESTAMP(3) - INTERVAL 900 DAY)`)
 
@@ -90,10 +62,10 @@ func TestPurgeRecordsInBatches(t *testing.T) {
 func TestPurgeAcrossIDGaps(t *testing.T) {
 	dsn := testenv.NewDatabase(t)
 	db := testenv.Open(t, dsn)
-	insertRecords(t, dsn, "a", 1500, repository.StatusSuccess, 200*time.Hour)
+	testenv.OldRecords(t, dsn, "a", 1500, repository.StatusSuccess, 200*time.Hour)
 	testenv.Exec(t, dsn, `ALTER TABLE idempotent_record AUTO_INCREMENT = 1000000`)
-	insertRecords(t, dsn, "b", 1200, repository.StatusFailed, 100*time.Hour)
-	insertRecords(t, dsn, "c", 10, repository.StatusSuccess, time.Hour)
+	testenv.OldRecords(t, dsn, "b", 1200, repository.StatusFailed, 100*time.Hour)
+	testenv.OldRecords(t, dsn, "c", 10, repository.StatusSuccess, time.Hour)
 	got, err := db.PurgeRecords(context.Background(), 72*time.Hour, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -109,8 +81,8 @@ func TestPurgeAcrossIDGaps(t *testing.T) {
 func TestPurgeJournal(t *testing.T) {
 	dsn := testenv.NewDatabase(t)
 	db := testenv.Open(t, dsn)
-	insertJournal(t, dsn, "old", 1001, 401*24*time.Hour)
-	insertJournal(t, dsn, "young", 3, 399*24*time.Hour)
+	testenv.OldJournal(t, dsn, "old", 1001, 401*24*time.Hour)
+	testenv.OldJournal(t, dsn, "young", 3, 399*24*time.Hour)
 	got, err := db.PurgeJournal(context.Background(), 9600*time.Hour, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -130,8 +102,8 @@ func TestPurgeKeepsRecordHighWater(t *testing.T) {
 	dsn := testenv.NewDatabase(t)
 	db := testenv.Open(t, dsn)
 	ctx := context.Background()
-	insertRecords(t, dsn, "old", 1500, repository.StatusSuccess, 30*24*time.Hour)
-	insertRecords(t, dsn, "older", 3, repository.StatusFailed, 40*24*time.Hour) // larger ids, older times
+	testenv.OldRecords(t, dsn, "old", 1500, repository.StatusSuccess, 30*24*time.Hour)
+	testenv.OldRecords(t, dsn, "older", 3, repository.StatusFailed, 40*24*time.Hour) // larger ids, older times
 	testenv.Exec(t, dsn, `UPDATE db_identity SET changed_time = '2001-02-03 04:05:06.789' WHERE id = 1`)
 	before, err := db.RecordHighWater(ctx)
 	if err != nil || before == 0 {
@@ -155,7 +127,7 @@ func TestPurgeKeepsRecordHighWater(t *testing.T) {
 	if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM db_identity WHERE changed_time = '2001-02-03 04:05:06.789' AND epoch = 1`); n != 1 {
 		t.Error("the purge changed the epoch or its changed_time")
 	}
-	insertRecords(t, dsn, "next", 1, repository.StatusSuccess, 0)
+	testenv.OldRecords(t, dsn, "next", 1, repository.StatusSuccess, 0)
 	if after, err := db.RecordHighWater(ctx); err != nil || after <= before {
 		t.Fatalf("after a new record: RecordHighWater %d, %v; want above %d", after, err, before)
 	}

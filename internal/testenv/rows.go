@@ -1,0 +1,36 @@
+package testenv
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// OldRecords adds n idempotent_record rows of status created age ago (UTC, the database's session
+// zone for paygw), keys prefix-0, prefix-1, ...: what purge finds.
+func OldRecords(tb testing.TB, dsn, prefix string, n, status int, age time.Duration) {
+	tb.Helper()
+	for start := 0; start < n; start += 500 {
+		var rows []string
+		for i := start; i < min(n, start+500); i++ {
+			rows = append(rows, fmt.Sprintf("('%s-%d', 'pay_notify', 'alipay', REPEAT('0', 64), %d, UTC_TIMESTAMP(3) - INTERVAL %d SECOND)",
+				prefix, i, status, int64(age.Seconds())))
+		}
+		Exec(tb, dsn, `INSERT INTO idempotent_record (idem_key, biz_type, scope, request_hash, status, create_time) VALUES `+
+			strings.Join(rows, ", "))
+	}
+}
+
+// OldJournal adds n APPLIED notify_journal rows received age ago, notify ids prefix-0,
+// prefix-1, ...
+func OldJournal(tb testing.TB, dsn, prefix string, n int, age time.Duration) {
+	tb.Helper()
+	var rows []string
+	for i := 0; i < n; i++ {
+		rows = append(rows, fmt.Sprintf("('alipay', '%s-%d', 'P1', 'T1', 'PAID', 'TRADE_SUCCESS', 1, 'CNY', 'body', 'APPLIED', UTC_TIMESTAMP(3) - INTERVAL %d SECOND)",
+			prefix, i, int64(age.Seconds())))
+	}
+	Exec(tb, dsn, `INSERT INTO notify_journal (channel, notify_id, trade_no, channel_txn_id, event, channel_status, amount_fen,
+		currency, raw_body, outcome, received_time) VALUES `+strings.Join(rows, ", "))
+}

@@ -1,0 +1,21 @@
+package repository_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/paygw/paygw/internal/testenv"
+	"github.com/paygw/paygw/repository"
+)
+
+// databaseAt is a new database migrated up to version and no further, as an older paygw left
+// it: the schema a later migration meets. It returns the DSN too, to put rows in by hand.
+func databaseAt(t *testing.T, version int64) (string, *repository.DB) {
+	t.Helper()
+	dsn := testenv.EmptyDatabase(t)
+	db := testenv.Open(t, dsn)
+	if err := db.MigrateTo(context.Background(), version); err != nil {
+		t.Fatal(err)
+	}
+	return dsn, db
+}
