@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"sort"
 	"strings"
@@ -39,17 +38,8 @@ type queryFake struct {
 
 func startFakeForQueries(t *testing.T) *queryFake {
 	t.Helper()
-	dir := t.TempDir()
-	man, err := WriteKeys(dir, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := NewFake(dir, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(f.Handler())
-	t.Cleanup(srv.Close)
+	f, srv, man := newFakeOverHTTP(t)
+	dir := f.dir
 	r := keyReader{dir: dir}
 	q := &queryFake{fake: f, url: srv.URL, man: man, dir: dir,
 		alipayKey: r.privateKey(man.Alipay.PrivateKeyFile), appKey: r.privateKey(man.Alipay.AppPrivateKeyFile),
@@ -62,6 +52,7 @@ func startFakeForQueries(t *testing.T) *queryFake {
 		dst  **rsa.PublicKey
 		name string
 	}{{&q.alipayPub, man.Alipay.PublicKeyFile}, {&q.platformPub, man.WeChatPay.PublicKeyFile}, {&q.merchantPub, man.WeChatPay.MerchantPublicKeyFile}} {
+		var err error
 		if *k.dst, err = loadFakePublicKey(dir, k.name); err != nil {
 			t.Fatal(err)
 		}
