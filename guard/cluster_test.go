@@ -1,7 +1,6 @@
 package guard_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,24 +17,6 @@ import (
 	"github.com/paygw/paygw/internal/testenv"
 )
 
-// syncBuffer collects a logger's lines from many goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // clusterClient is a plain client on the local cluster, to look behind the guard.
 func clusterClient(t *testing.T, addrs []string) *redis.ClusterClient {
 	t.Helper()
@@ -49,7 +30,7 @@ func clusterClient(t *testing.T, addrs []string) *redis.ClusterClient {
 // ErrUnavailable, no warning in the log).
 func TestClusterEveryPath(t *testing.T) {
 	ctx := context.Background()
-	var logs syncBuffer
+	var logs testenv.LogBuffer
 	g := testenv.ClusterGuard(t, 3*time.Second, zerolog.New(&logs).Level(zerolog.DebugLevel))
 	inst := "db-" + testenv.Random(6)
 	g.SetNamespace(inst, 1)

@@ -1,13 +1,11 @@
 package handlers
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -218,7 +216,7 @@ func TestGapsWeChatProbe(t *testing.T) {
 	if after := h.rowCounts(); after != before {
 		t.Fatalf("a probe changed rows: %+v -> %+v", before, after)
 	}
-	lines := logs.lines(t)
+	lines := logs.Lines(t)
 	if len(lines) != 1 || lines[0]["level"] != "info" || lines[0]["outcome"] != "probe" || lines[0]["channel"] != "wechatpay" {
 		t.Fatalf("log %v, want one info line with outcome probe", lines)
 	}
@@ -228,7 +226,7 @@ func TestGapsWeChatProbe(t *testing.T) {
 	if r := simulate.Send(t.Context(), h.client, simulate.NotifyURL(url, "wechatpay"), m); r.Status != http.StatusBadRequest {
 		t.Fatalf("forged signature: %v", r)
 	}
-	if lines := logs.lines(t); len(lines) != 2 || lines[1]["level"] != "warn" || lines[1]["outcome"] != "REFUSED" {
+	if lines := logs.Lines(t); len(lines) != 2 || lines[1]["level"] != "warn" || lines[1]["outcome"] != "REFUSED" {
 		t.Fatalf("log %v, want a warn REFUSED line for a forgery", lines)
 	}
 }
@@ -277,38 +275,11 @@ func (d *deadlineApplier) take() time.Time {
 	return d.deadline
 }
 
-// logBuffer collects the JSON log lines of a server.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) lines(t *testing.T) []map[string]any {
-	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []map[string]any
-	for line := range strings.Lines(b.buf.String()) {
-		var m map[string]any
-		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			t.Fatalf("log line %q: %v", line, err)
-		}
-		out = append(out, m)
-	}
-	return out
-}
-
 // loggedServer serves h's database and channels with applier a, logging every level into the
 // returned buffer: for tests about what the handler logs, or hands the applier.
-func (h *harness) loggedServer(t *testing.T, a Applier) (string, *logBuffer) {
+func (h *harness) loggedServer(t *testing.T, a Applier) (string, *testenv.LogBuffer) {
 	t.Helper()
-	logs := &logBuffer{}
+	logs := &testenv.LogBuffer{}
 	log := zerolog.New(logs).Level(zerolog.DebugLevel)
 	svc := orders.New(h.db, h.guard, orders.Config{Enabled: true, RedisTTL: 5 * time.Second, ReturnOriginalResult: true}, RenderCreate, log)
 	srv := New(Config{BodyLimitBytes: 1 << 20, KeyHeader: "Idempotency-Key"}, h.db, h.guard, svc, a, sandbox.channels, log)

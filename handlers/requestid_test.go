@@ -22,7 +22,7 @@ var generatedID = regexp.MustCompile(`^[0-9a-f]{32}$`)
 // the handlers' log lines for the request carry it as request_id.
 func TestRequestID(t *testing.T) {
 	h := newHarness(t, options{})
-	logs := &logBuffer{}
+	logs := &testenv.LogBuffer{}
 	log := zerolog.New(logs).Level(zerolog.DebugLevel)
 	svc := orders.New(h.db, h.guard, orders.Config{Enabled: true, RedisTTL: 5 * time.Second, ReturnOriginalResult: true}, RenderCreate, log)
 	srv := New(Config{BodyLimitBytes: 1 << 20, KeyHeader: "Idempotency-Key",
@@ -100,16 +100,16 @@ func TestRequestID(t *testing.T) {
 			{"wrong method", "POST", "/healthz", nil, 405, "request refused"},
 		} {
 			id := "rid-" + strings.ReplaceAll(tc.name, " ", "-")
-			before := len(logs.lines(t))
+			before := len(logs.Lines(t))
 			rec := serve(tc.method, tc.path, []string{id}, tc.header)
 			if rec.Code != tc.status || rec.Header().Get(RequestIDHeader) != id {
 				t.Errorf("%s: %d with id %q, want %d with %q", tc.name, rec.Code, rec.Header().Get(RequestIDHeader), tc.status, id)
 			}
-			wantLogged(t, logs.lines(t)[before:], tc.msg, id)
+			wantLogged(t, logs.Lines(t)[before:], tc.msg, id)
 		}
 		for _, ch := range channelNames {
 			id := "rid-notify-" + ch
-			before := len(logs.lines(t))
+			before := len(logs.Lines(t))
 			rec := serve("POST", "/notify/"+ch, []string{id}, http.Header{"Content-Type": {"application/x-www-form-urlencoded"}})
 			if want := sandbox.replies[ch][payment.ReplyRefuse]; rec.Code != want.Status || rec.Body.String() != string(want.Body) {
 				t.Errorf("%s: %d %q, want the refusal %d %q", ch, rec.Code, rec.Body, want.Status, want.Body)
@@ -117,7 +117,7 @@ func TestRequestID(t *testing.T) {
 			if got := rec.Header().Get(RequestIDHeader); got != id {
 				t.Errorf("%s: id %q, want %q", ch, got, id)
 			}
-			wantLogged(t, logs.lines(t)[before:], "notification", id)
+			wantLogged(t, logs.Lines(t)[before:], "notification", id)
 		}
 	})
 }
