@@ -254,13 +254,7 @@ func (a *Alipay) Next() (Line, error) {
 func (a *Alipay) header(no int, text string) error {
 	c := newColumns(strings.Split(text, ","))
 	var err error
-	need := func(names ...string) int {
-		i, e := c.need(fmt.Sprintf("alipay: line %d", no), names...)
-		if err == nil {
-			err = e
-		}
-		return i
-	}
+	need := c.needer(fmt.Sprintf("alipay: line %d", no), &err)
 	a.col = alipayColumns{
 		txn:      need("支付宝交易号"),
 		trade:    need("商户订单号"),

@@ -10,7 +10,8 @@ import (
 )
 
 // What the two RFC 4180 formats (Stripe's report and the generic CSV) share: a csv.Reader over
-// a reader that bounds a record's size, UTF-8 checked field by field.
+// a reader that bounds a record's size, UTF-8 checked field by field, whose first record is the
+// header.
 
 // boundedReader fails once more than limit bytes are read without a reset: a quoted field that
 // never closes would otherwise have csv.Reader hold the rest of the file in memory.
@@ -91,6 +92,47 @@ func (c *csvRecords) next(what string) ([]string, int, error) {
 		}
 	}
 	return rec, line, nil
+}
+
+// headedRecords reads the records of a file whose first record is its header. Once it fails
+// (the file is empty, the header is bad, the input cannot be read, or io.EOF) it returns that
+// error from then on; a row that csv cannot parse is a *LineError, and reading goes on past it.
+type headedRecords struct {
+	rs     *csvRecords
+	header bool
+	err    error
+}
+
+// next returns the next record after the header and its line number. It hands the header to
+// readHeader, whose error ends the file; what names the format in errors.
+func (h *headedRecords) next(what string, readHeader func(rec []string) error) ([]string, int, error) {
+	for h.err == nil {
+		rec, no, err := h.rs.next(what)
+		switch {
+		case err == io.EOF && !h.header:
+			h.err = formatErr("%s: the file is empty", what)
+			continue
+		case err == io.EOF:
+			h.err = io.EOF
+			continue
+		case err != nil:
+			if le, bad := err.(*LineError); bad {
+				if h.header {
+					return nil, no, err
+				}
+				err = formatErr("%s: the header: %v", what, le)
+			}
+			h.err = err
+			continue
+		}
+		if !h.header {
+			h.err = readHeader(rec)
+			h.header = true
+			continue
+		}
+		return rec, no, nil
+	}
+	return nil, 0, h.err
 }
 
 // isReadErr tells a reading failure (a gzip or zip below, the bound above) from csv's own syntax

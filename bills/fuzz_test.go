@@ -99,7 +99,7 @@ func FuzzStripe(f *testing.F) {
 	f.Add([]byte(stripeReport+`"`), uint8(255))
 	f.Fuzz(func(t *testing.T, data []byte, limit uint8) {
 		readAll(t, NewStripe(bytes.NewReader(data)), maxCalls(data))
-		readAll(t, &Stripe{rs: newCSVRecordsLimit(iotest.OneByteReader(bytes.NewReader(data)), int(limit)+1)}, maxCalls(data))
+		readAll(t, &Stripe{rows: headedRecords{rs: newCSVRecordsLimit(iotest.OneByteReader(bytes.NewReader(data)), int(limit)+1)}}, maxCalls(data))
 	})
 }
 
@@ -109,7 +109,7 @@ func FuzzCSV(f *testing.F) {
 	f.Add([]byte(bill+"\n\n\"T2\n\",ch_2,PAY,1,CNY,2024-05-01T10:20:30Z,\n\""), uint8(255))
 	f.Fuzz(func(t *testing.T, data []byte, limit uint8) {
 		readAll(t, NewCSV(bytes.NewReader(data)), maxCalls(data))
-		readAll(t, &CSV{rs: newCSVRecordsLimit(iotest.OneByteReader(bytes.NewReader(data)), int(limit)+1)}, maxCalls(data))
+		readAll(t, &CSV{rows: headedRecords{rs: newCSVRecordsLimit(iotest.OneByteReader(bytes.NewReader(data)), int(limit)+1)}}, maxCalls(data))
 	})
 }
 

@@ -31,11 +31,9 @@ import (
 //
 // The format states no summary.
 type CSV struct {
-	rs     *csvRecords
-	n      int
-	col    csvColumns
-	header bool
-	err    error
+	rows headedRecords
+	n    int
+	col  csvColumns
 }
 
 type csvColumns struct{ tradeNo, txn, kind, amount, currency, time, refundID int }
@@ -43,7 +41,7 @@ type csvColumns struct{ tradeNo, txn, kind, amount, currency, time, refundID int
 var _ Reader = (*CSV)(nil)
 
 // NewCSV reads a generic bill. Errors come from Next.
-func NewCSV(r io.Reader) *CSV { return &CSV{rs: newCSVRecords(r)} }
+func NewCSV(r io.Reader) *CSV { return &CSV{rows: headedRecords{rs: newCSVRecords(r)}} }
 
 // Summary: the format states none.
 func (c *CSV) Summary() Summary { return Summary{} }
@@ -53,45 +51,17 @@ func (c *CSV) Header() Header { return Header{TimeField: "time"} }
 
 // Next returns the next row.
 func (c *CSV) Next() (Line, error) {
-	for c.err == nil {
-		rec, no, err := c.rs.next("csv")
-		switch {
-		case err == io.EOF && !c.header:
-			c.err = formatErr("csv: the file is empty")
-			continue
-		case err == io.EOF:
-			c.err = io.EOF
-			continue
-		case err != nil:
-			if le, bad := err.(*LineError); bad {
-				if c.header {
-					return Line{}, err
-				}
-				err = formatErr("csv: the header: %v", le)
-			}
-			c.err = err
-			continue
-		}
-		if !c.header {
-			c.err = c.readHeader(rec)
-			c.header = true
-			continue
-		}
-		return c.row(no, rec)
+	rec, no, err := c.rows.next("csv", c.readHeader)
+	if err != nil {
+		return Line{}, err
 	}
-	return Line{}, c.err
+	return c.row(no, rec)
 }
 
 func (c *CSV) readHeader(rec []string) error {
 	cols := newColumns(rec)
 	var err error
-	need := func(name string) int {
-		i, e := cols.need("csv: line 1", name)
-		if err == nil {
-			err = e
-		}
-		return i
-	}
+	need := cols.needer("csv: line 1", &err)
 	c.col = csvColumns{
 		tradeNo:  need("trade_no"),
 		txn:      need("channel_txn_id"),

@@ -152,6 +152,18 @@ func (c columns) need(what string, names ...string) (int, error) {
 	return 0, formatErr("%s: no column %q in the header", what, names[0])
 }
 
+// needer returns a need for what that keeps the first missing column's error in *err, so that
+// a struct of positions is filled in one expression and checked once.
+func (c columns) needer(what string, err *error) func(names ...string) int {
+	return func(names ...string) int {
+		i, e := c.need(what, names...)
+		if *err == nil {
+			*err = e
+		}
+		return i
+	}
+}
+
 // opt returns the position of the first of names present, or -1.
 func (c columns) opt(names ...string) int {
 	for _, n := range names {

@@ -22,12 +22,10 @@ import (
 // negative gross becomes a positive amount. created_utc ("2006-01-02 15:04:05", or RFC 3339) is
 // UTC. The report states no summary.
 type Stripe struct {
-	rs     *csvRecords
-	n      int
-	col    stripeColumns
-	header bool
-	sum    Summary
-	err    error
+	rows headedRecords
+	n    int
+	col  stripeColumns
+	sum  Summary
 }
 
 type stripeColumns struct{ btxn, created, currency, gross, category, intent, tradeNo, source int }
@@ -35,7 +33,7 @@ type stripeColumns struct{ btxn, created, currency, gross, category, intent, tra
 var _ Reader = (*Stripe)(nil)
 
 // NewStripe reads the report. Errors come from Next.
-func NewStripe(r io.Reader) *Stripe { return &Stripe{rs: newCSVRecords(r)} }
+func NewStripe(r io.Reader) *Stripe { return &Stripe{rows: headedRecords{rs: newCSVRecords(r)}} }
 
 // Summary: the report states none; Skipped counts the rows of other categories.
 func (s *Stripe) Summary() Summary { return s.sum }
@@ -45,29 +43,10 @@ func (s *Stripe) Header() Header { return Header{TimeField: "created_utc"} }
 
 // Next returns the next charge or refund row.
 func (s *Stripe) Next() (Line, error) {
-	for s.err == nil {
-		rec, no, err := s.rs.next("stripe")
-		switch {
-		case err == io.EOF && !s.header:
-			s.err = formatErr("stripe: the file is empty")
-			continue
-		case err == io.EOF:
-			s.err = io.EOF
-			continue
-		case err != nil:
-			if le, bad := err.(*LineError); bad {
-				if s.header {
-					return Line{}, err
-				}
-				err = formatErr("stripe: the header: %v", le)
-			}
-			s.err = err
-			continue
-		}
-		if !s.header {
-			s.err = s.readHeader(rec)
-			s.header = true
-			continue
+	for {
+		rec, no, err := s.rows.next("stripe", s.readHeader)
+		if err != nil {
+			return Line{}, err
 		}
 		l, skip, err := s.row(no, rec)
 		if err != nil {
@@ -77,19 +56,12 @@ func (s *Stripe) Next() (Line, error) {
 			return l, nil
 		}
 	}
-	return Line{}, s.err
 }
 
 func (s *Stripe) readHeader(rec []string) error {
 	c := newColumns(rec)
 	var err error
-	need := func(name string) int {
-		i, e := c.need("stripe: line 1", name)
-		if err == nil {
-			err = e
-		}
-		return i
-	}
+	need := c.needer("stripe: line 1", &err)
 	s.col = stripeColumns{
 		btxn:     need("balance_transaction_id"),
 		created:  need("created_utc"),

@@ -163,13 +163,7 @@ func (w *WeChat) Next() (Line, error) {
 func (w *WeChat) header(no int, text string) error {
 	c := newColumns(strings.Split(text, ","))
 	var err error
-	need := func(name string) int {
-		i, e := c.need(fmt.Sprintf("wechat: line %d", no), name)
-		if err == nil {
-			err = e
-		}
-		return i
-	}
+	need := c.needer(fmt.Sprintf("wechat: line %d", no), &err)
 	w.col = wechatColumns{
 		time:      need("交易时间"),
 		txn:       need("微信订单号"),
@@ -268,13 +262,7 @@ func (w *WeChat) row(no int, text string) (l Line, skip bool, err error) {
 func (w *WeChat) summaryHeader(no int, text string) error {
 	c := newColumns(strings.Split(text, ","))
 	var err error
-	need := func(name string) int {
-		i, e := c.need(fmt.Sprintf("wechat: line %d: the summary header", no), name)
-		if err == nil {
-			err = e
-		}
-		return i
-	}
+	need := c.needer(fmt.Sprintf("wechat: line %d: the summary header", no), &err)
 	w.sumCol = wechatSummaryColumns{
 		rows:        need("总交易单数"),
 		orderTotal:  need("订单总金额"),
