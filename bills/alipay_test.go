@@ -52,14 +52,7 @@ func TestAlipaySample(t *testing.T) {
 		{No: 6, Kind: KindPay, TradeNo: "service_1568601259302", ChannelTxnID: "2019091622001458860515315453", AmountFen: 1, Currency: "CNY", Time: cst("2019-09-16 10:55:23")},
 		{No: 7, Kind: KindRefund, TradeNo: "service_1568601259302", ChannelTxnID: "2019091622001458860515315453", RefundID: "re_test_1568602607356", AmountFen: 1, Currency: "CNY", Time: cst("2019-09-16 10:56:48")},
 	}
-	if len(res.lines) != len(want) {
-		t.Fatalf("lines %+v", res.lines)
-	}
-	for i := range want {
-		if !linesEqual(res.lines[i], want[i]) {
-			t.Errorf("line %d:\n got %+v\nwant %+v", i, res.lines[i], want[i])
-		}
-	}
+	wantLines(t, res.lines, want)
 	s := res.sum
 	if !s.Present || s.PayCount != 6 || s.PayTotalFen != 6 || s.RefundCount != 4 || s.RefundTotalFen != 4 {
 		t.Errorf("summary %+v", s)
@@ -68,11 +61,6 @@ func TestAlipaySample(t *testing.T) {
 	if !strings.Contains(s.Mismatch, "交易合计 6笔, the detail has 1") || !strings.Contains(s.Mismatch, "退款合计 4笔, the detail has 1") {
 		t.Errorf("mismatch %q", s.Mismatch)
 	}
-}
-
-func linesEqual(a, b Line) bool {
-	return a.No == b.No && a.Kind == b.Kind && a.TradeNo == b.TradeNo && a.ChannelTxnID == b.ChannelTxnID &&
-		a.RefundID == b.RefundID && a.AmountFen == b.AmountFen && a.Currency == b.Currency && a.Time.Equal(b.Time)
 }
 
 // alipayConsistent is a bill whose summary agrees with its rows, with a row of a 业务类型 paygw

@@ -56,6 +56,24 @@ func readAll(tb testing.TB, r Reader, maxCalls int) result {
 	return res
 }
 
+// wantLines compares the lines a reader yielded with want, field by field (times as instants).
+func wantLines(tb testing.TB, got, want []Line) {
+	tb.Helper()
+	if len(got) != len(want) {
+		tb.Fatalf("%d lines, want %d: %+v", len(got), len(want), got)
+	}
+	for i := range want {
+		if !linesEqual(got[i], want[i]) {
+			tb.Errorf("line %d:\n got %+v\nwant %+v", i, got[i], want[i])
+		}
+	}
+}
+
+func linesEqual(a, b Line) bool {
+	return a.No == b.No && a.Kind == b.Kind && a.TradeNo == b.TradeNo && a.ChannelTxnID == b.ChannelTxnID &&
+		a.RefundID == b.RefundID && a.AmountFen == b.AmountFen && a.Currency == b.Currency && a.Time.Equal(b.Time)
+}
+
 func checkLine(l Line) string {
 	switch {
 	case l.Kind != KindPay && l.Kind != KindRefund:

@@ -29,11 +29,7 @@ func TestStripeReport(t *testing.T) {
 		{No: 4, Kind: KindRefund, TradeNo: "T1", ChannelTxnID: "pi_1", RefundID: "re_3", AmountFen: 250, Currency: "USD", Time: utc("2024-05-01 12:00:00")},
 		{No: 7, Kind: KindPay, TradeNo: "", ChannelTxnID: "pi_6", AmountFen: 1234, Currency: "KWD", Time: utc("2024-05-01 14:00:00")},
 	}
-	for i := range want {
-		if !linesEqual(res.lines[i], want[i]) {
-			t.Errorf("line %d:\n got %+v\nwant %+v", i, res.lines[i], want[i])
-		}
-	}
+	wantLines(t, res.lines, want)
 	if s := res.sum; s.Present || s.Skipped != 2 {
 		t.Errorf("summary %+v", s)
 	}
@@ -90,11 +86,7 @@ func TestGenericCSV(t *testing.T) {
 		{No: 2, Kind: KindPay, TradeNo: "T1", ChannelTxnID: "ch_1", AmountFen: 1999, Currency: "CNY", Time: cst("2024-05-01 10:20:30")},
 		{No: 3, Kind: KindRefund, TradeNo: "T1", ChannelTxnID: "ch_1", RefundID: "rf_1", AmountFen: 500, Currency: "CNY", Time: cst("2024-05-01 20:00:00")},
 	}
-	for i := range want {
-		if !linesEqual(res.lines[i], want[i]) {
-			t.Errorf("line %d:\n got %+v\nwant %+v", i, res.lines[i], want[i])
-		}
-	}
+	wantLines(t, res.lines, want)
 	for i, want := range []string{"line 4: kind", "line 5: amount_fen", "line 6: time", "line 7: trade_no"} {
 		if !strings.HasPrefix(res.bad[i].Error(), want) {
 			t.Errorf("bad %d: %q, want %q…", i, res.bad[i], want)

@@ -69,11 +69,7 @@ func TestUnionPayZM(t *testing.T) {
 		{No: 3, Kind: KindRefund, TradeNo: "T1", ChannelTxnID: "512412312359590001", RefundID: "512501011000000003", AmountFen: 500, Currency: "CNY", Time: cst("2025-01-01 10:00:00")},
 		{No: 4, Kind: KindRefund, TradeNo: "T2", ChannelTxnID: "512501010000010002", RefundID: "512501011100000004", AmountFen: 100000, Currency: "CNY", Time: cst("2025-01-01 11:00:00")},
 	}
-	for i := range want {
-		if !linesEqual(res.lines[i], want[i]) {
-			t.Errorf("line %d:\n got %+v\nwant %+v", i, res.lines[i], want[i])
-		}
-	}
+	wantLines(t, res.lines, want)
 	if s := res.sum; s.Present || s.Skipped != 1 {
 		t.Errorf("summary %+v", s)
 	}

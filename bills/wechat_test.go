@@ -80,11 +80,7 @@ func TestWeChatBill(t *testing.T) {
 				{No: 3, Kind: KindPay, TradeNo: "T2", ChannelTxnID: "4200000002", AmountFen: 1, Currency: "CNY", Time: cst("2024-05-01 10:00:00")},
 				{No: 4, Kind: KindRefund, TradeNo: "T1", ChannelTxnID: "4200000001", RefundID: "50300000001", AmountFen: 25050, Currency: "CNY", Time: cst("2024-05-01 11:00:00")},
 			}
-			for i := range want {
-				if !linesEqual(res.lines[i], want[i]) {
-					t.Errorf("line %d:\n got %+v\nwant %+v", i, res.lines[i], want[i])
-				}
-			}
+			wantLines(t, res.lines, want)
 			s := res.sum
 			if !s.Present || s.Mismatch != "" || s.RowCount != 4 || s.PayTotalFen != 100001 || s.RefundTotalFen != 25050 || s.Skipped != 1 {
 				t.Errorf("summary %+v", s)
