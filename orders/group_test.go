@@ -95,7 +95,7 @@ func TestGroupedCreatesFillPartially(t *testing.T) {
 		t.Fatalf("%d groups of %d creates, want 1 of 8", groups, grouped)
 	}
 	wantFilled(t, f.s, results, func(i int) Request { return f.req(fmt.Sprintf("g-%02d", i)) }, 4)
-	wantStock(t, f.dsn, 0, 5)
+	wantStock(t, f.dsn, "HOT", 0, 5)
 	if n := testenv.Count(t, f.dsn, `SELECT COUNT(*) FROM idempotent_record WHERE status = 1`); n != 9 {
 		t.Fatalf("%d final records, want 9", n)
 	}
@@ -125,7 +125,7 @@ func TestFailedCreateGroupRunsEachAlone(t *testing.T) {
 	if n := testenv.Count(t, f.dsn, `SELECT COUNT(*) FROM orders WHERE amount_fen = 300`); n != 4 {
 		t.Fatalf("%d orders at the new price, want 4", n)
 	}
-	wantStock(t, f.dsn, 5, 5)
+	wantStock(t, f.dsn, "HOT", 5, 5)
 }
 
 // 32 creates race for 20 units of one SKU through the default lanes: 20 orders, 12 refusals,
@@ -170,7 +170,7 @@ func TestGroupedCreatesNeverOversell(t *testing.T) {
 	if created != 20 {
 		t.Fatalf("%d created, want 20", created)
 	}
-	wantStock(t, dsn, 0, 20)
+	wantStock(t, dsn, "HOT", 0, 20)
 	if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM idempotent_record WHERE status = 1`); n != creates {
 		t.Fatalf("%d final records, want %d", n, creates)
 	}

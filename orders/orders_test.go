@@ -58,12 +58,7 @@ func TestCrashBetweenClaimAndCommitThenSweep(t *testing.T) {
 				t.Fatal("the crash hook did not run")
 			}
 			setHook(s, nil)
-			if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM orders`); n != 0 {
-				t.Fatalf("orders after the crash = %d, want 0", n)
-			}
-			if n := testenv.Count(t, dsn, `SELECT num FROM stock WHERE sku = 'A-100'`); n != 5 {
-				t.Fatalf("stock after the crash = %d, want 5", n)
-			}
+			wantStock(t, dsn, "A-100", 5, 0)
 			if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM idempotent_record WHERE status = 0`); n != 1 {
 				t.Fatalf("processing records after the crash = %d, want 1", n)
 			}
@@ -87,12 +82,7 @@ func TestCrashBetweenClaimAndCommitThenSweep(t *testing.T) {
 			if err != nil || !again.Replayed || string(again.Body) != string(res.Body) {
 				t.Fatalf("repeat after the retry: %+v, %v", again, err)
 			}
-			if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM orders`); n != 1 {
-				t.Fatalf("orders = %d, want exactly 1", n)
-			}
-			if n := testenv.Count(t, dsn, `SELECT num FROM stock WHERE sku = 'A-100'`); n != 4 {
-				t.Fatalf("stock = %d, want 4", n)
-			}
+			wantStock(t, dsn, "A-100", 4, 1)
 			if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM idempotent_record WHERE status = 1`); n != 1 {
 				t.Fatalf("success records = %d, want 1", n)
 			}
@@ -129,12 +119,7 @@ func TestFencedCompletionRollsBack(t *testing.T) {
 			if _, err := s.Create(ctx, req); !errors.Is(err, ErrInFlight) {
 				t.Fatalf("the slow request: %v, want ErrInFlight (fenced)", err)
 			}
-			if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM orders`); n != 1 {
-				t.Fatalf("orders = %d, want 1", n)
-			}
-			if n := testenv.Count(t, dsn, `SELECT num FROM stock WHERE sku = 'A-100'`); n != stock-1 {
-				t.Fatalf("stock = %d, want %d", n, stock-1)
-			}
+			wantStock(t, dsn, "A-100", stock-1, 1)
 			if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM idempotent_record WHERE status = 1 AND response_code = 201`); n != 1 {
 				t.Fatalf("records holding the 201 = %d, want 1", n)
 			}
@@ -209,7 +194,7 @@ func TestCreateTakesStockLast(t *testing.T) {
 		}
 	}
 	wantFilled(t, s, results, func(i int) Request { return req(fmt.Sprintf("race-%02d", i)) }, 5)
-	wantStock(t, dsn, 0, 5)
+	wantStock(t, dsn, "HOT", 0, 5)
 
 	// The price changes after the order was priced: the create prices it again.
 	if err := db.PutStock(ctx, payment.Stock{SKU: "HOT", Num: 3, PriceFen: 100}); err != nil {
@@ -232,7 +217,7 @@ func TestCreateTakesStockLast(t *testing.T) {
 	if err != nil || o.AmountFen != 250 {
 		t.Fatalf("the order across a price change: %+v, %v; want it priced at the new 250", o, err)
 	}
-	wantStock(t, dsn, 2, 6)
+	wantStock(t, dsn, "HOT", 2, 6)
 }
 
 // wantFilled checks that filled of the results are orders (201) and the rest out-of-stock
@@ -258,11 +243,11 @@ func wantFilled(t *testing.T, s *Service, results []Result, req func(i int) Requ
 	}
 }
 
-// wantStock checks the HOT SKU's units left and the orders made.
-func wantStock(t *testing.T, dsn string, left, orders int) {
+// wantStock checks the units of sku left and the orders made.
+func wantStock(t *testing.T, dsn, sku string, left, orders int) {
 	t.Helper()
-	if n := testenv.Count(t, dsn, `SELECT num FROM stock WHERE sku = 'HOT'`); n != left {
-		t.Fatalf("stock left %d, want %d", n, left)
+	if n := testenv.Count(t, dsn, `SELECT num FROM stock WHERE sku = ?`, sku); n != left {
+		t.Fatalf("stock of %s left %d, want %d", sku, n, left)
 	}
 	if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM orders`); n != orders {
 		t.Fatalf("%d orders, want %d", n, orders)
