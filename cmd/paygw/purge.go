@@ -3,13 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
 
 	"github.com/paygw/paygw/config"
+	"github.com/paygw/paygw/metrics"
 	"github.com/paygw/paygw/repository"
 )
 
@@ -39,17 +40,55 @@ func purgeOnce(ctx context.Context, cfg *config.Config, db *repository.DB, onPur
 	return r, nil
 }
 
-// purgeCmd is `paygw purge`: one pass, now, whatever serve's lease says (a purge is idempotent).
-func purgeCmd(ctx context.Context, cfg *config.Config, stdout io.Writer) error {
+func (a *app) purgeCmd() *cobra.Command {
+	c := exits(&cobra.Command{
+		Use:   "purge",
+		Short: "delete idempotency records and journal rows past their retention",
+		Long: `Delete the final idempotency records older than idempotency.retention and the journal rows
+older than journal.retention, at most ` + fmt.Sprint(repository.PurgeBatch) + ` rows a statement, now, whatever serve's daily lease
+says (a purge is idempotent). serve does it once a day.`,
+		Args: cobra.NoArgs,
+	}, exitFailed)
+	asJSON := jsonFlag(c)
+	return a.withConfig(c, func(ctx context.Context, cfg *config.Config, _ zerolog.Logger, _ []string) error {
+		return a.purge(ctx, cfg, *asJSON)
+	})
+}
+
+// purgedJSON is one table in `paygw purge --json`.
+type purgedJSON struct {
+	Rows             int64  `json:"rows"`
+	Batches          int    `json:"batches"`
+	OlderThan        string `json:"older_than"`
+	OlderThanSeconds int64  `json:"older_than_seconds"`
+}
+
+// purge is one pass, now.
+func (a *app) purge(ctx context.Context, cfg *config.Config, asJSON bool) error {
 	db, err := repository.Open(ctx, cfg.MySQL.DSN, 2)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
 	r, err := purgeOnce(ctx, cfg, db, nil)
-	fmt.Fprintf(stdout, "purged %d idempotent_record row(s) older than %s in %d batch(es) of at most %d\n",
+	if asJSON {
+		tables := map[string]purgedJSON{
+			"idempotent_record": {Rows: r.Records.Rows, Batches: r.Records.Batches, OlderThan: cfg.Idempotency.Retention.String(),
+				OlderThanSeconds: int64(cfg.Idempotency.Retention.Seconds())},
+			"notify_journal": {Rows: r.Journal.Rows, Batches: r.Journal.Batches, OlderThan: cfg.Journal.Retention.String(),
+				OlderThanSeconds: int64(cfg.Journal.Retention.Seconds())},
+		}
+		if werr := writeJSON(a.stdout, struct {
+			Tables   map[string]purgedJSON `json:"tables"`
+			BatchMax int                   `json:"batch_max"`
+		}{tables, repository.PurgeBatch}); err == nil {
+			err = werr
+		}
+		return err
+	}
+	fmt.Fprintf(a.stdout, "purged %d idempotent_record row(s) older than %s in %d batch(es) of at most %d\n",
 		r.Records.Rows, cfg.Idempotency.Retention, r.Records.Batches, repository.PurgeBatch)
-	fmt.Fprintf(stdout, "purged %d notify_journal row(s) older than %s in %d batch(es) of at most %d\n",
+	fmt.Fprintf(a.stdout, "purged %d notify_journal row(s) older than %s in %d batch(es) of at most %d\n",
 		r.Journal.Rows, cfg.Journal.Retention, r.Journal.Batches, repository.PurgeBatch)
 	return err
 }
@@ -100,4 +139,23 @@ func purgeIfDue(ctx context.Context, cfg *config.Config, db *repository.DB, hold
 func holderName() string {
 	host, _ := os.Hostname()
 	return fmt.Sprintf("%s:%d", host, os.Getpid())
+}
+
+func sweepEvery(ctx context.Context, every time.Duration, db *repository.DB, timeout time.Duration, met *metrics.Metrics, log zerolog.Logger) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			n, err := db.SweepProcessing(ctx, timeout)
+			if err != nil {
+				log.Warn().Err(err).Msg("sweep failed; next pass in a minute")
+			} else if n > 0 {
+				met.SweeperFailed(n)
+				log.Warn().Int64("failed", n).Dur("older_than", timeout).Msg("swept stale processing records")
+			}
+		}
+	}
 }
