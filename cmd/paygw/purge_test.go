@@ -83,6 +83,25 @@ func TestPurgeCommand(t *testing.T) {
 		t.Fatalf("purge at 72h: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
 
+	// --json: one document, the same counts.
+	oldRecords(t, dsn, "json", 1001, 2, 8*24*time.Hour)
+	js := runPaygw(t, nil, "purge", "--config", path, "--json")
+	var purged struct {
+		Tables map[string]struct {
+			Rows             int64  `json:"rows"`
+			Batches          int    `json:"batches"`
+			OlderThan        string `json:"older_than"`
+			OlderThanSeconds int64  `json:"older_than_seconds"`
+		} `json:"tables"`
+		BatchMax int `json:"batch_max"`
+	}
+	decodeJSON(t, js, &purged)
+	rec, jour := purged.Tables["idempotent_record"], purged.Tables["notify_journal"]
+	if js.code != 0 || purged.BatchMax != 1000 || rec.Rows != 1001 || rec.Batches != 2 || rec.OlderThan != "168h0m0s" ||
+		rec.OlderThanSeconds != 7*24*3600 || jour.Rows != 0 || jour.OlderThan != "9600h0m0s" || len(purged.Tables) != 2 {
+		t.Fatalf("purge --json: exit %d, %+v\nstdout:\n%s\nstderr:\n%s", js.code, purged, js.stdout, js.stderr)
+	}
+
 	// Below the channels' retry window: refused, naming the key.
 	r = runPaygw(t, []string{"PAYGW_IDEMPOTENCY__RETENTION=24h"}, "purge", "--config", path)
 	if r.code == 0 || !strings.Contains(r.stderr, "idempotency.retention") {
