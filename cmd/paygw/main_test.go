@@ -65,6 +65,7 @@ type settings struct {
 	redisAddr     string
 	redisPassword string
 	token         string
+	logLevel      string // log.level; "" for the default
 	extra         string // more YAML, appended as is
 }
 
@@ -80,6 +81,9 @@ func writeConfig(t *testing.T, s settings) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "http:\n  addr: %q\n  shutdown_timeout: 5s\n", s.addr)
 	fmt.Fprintf(&b, "log:\n  format: json\n")
+	if s.logLevel != "" {
+		fmt.Fprintf(&b, "  level: %q\n", s.logLevel)
+	}
 	fmt.Fprintf(&b, "mysql:\n  dsn: %q\n", s.dsn)
 	fmt.Fprintf(&b, "redis:\n  addr: %q\n", s.redisAddr)
 	if s.redisPassword != "" {
@@ -291,5 +295,22 @@ func decodeJSON(t *testing.T, r result, v any) {
 	}
 	if d.More() {
 		t.Fatalf("stdout holds more than one JSON document:\n%s", r.stdout)
+	}
+}
+
+// waitFor polls cond until it holds, failing the test with what (and the server's output, when
+// s is not nil) if it does not within d.
+func waitFor(t *testing.T, d time.Duration, s *server, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			out := ""
+			if s != nil {
+				out = s.out.String()
+			}
+			t.Fatalf("%s: not within %s\n%s", what, d, out)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

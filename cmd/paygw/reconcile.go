@@ -24,8 +24,7 @@ import (
 	"github.com/paygw/paygw/bills"
 	"github.com/paygw/paygw/channels"
 	"github.com/paygw/paygw/config"
-	"github.com/paygw/paygw/metrics"
-	"github.com/paygw/paygw/payment"
+	"github.com/paygw/paygw/lease"
 	"github.com/paygw/paygw/reconcile"
 	"github.com/paygw/paygw/repository"
 )
@@ -237,7 +236,7 @@ func (a *app) bill(ctx context.Context, cfg *config.Config, b billFlags, log zer
 	defer s.Close()
 	job := reconcile.New(s.db, s.applier, nil, reconcileConfig(cfg), log)
 	// One bill run at a time, whether serve's or this one: the same lease.
-	ctx, release, err := job.HoldBillLease(ctx, leaseHolder("reconcile bill"))
+	ctx, release, err := job.HoldBillLease(ctx, lease.Holder("reconcile bill"))
 	if err != nil {
 		return fmt.Errorf("reconcile bill: %w", err)
 	}
@@ -309,13 +308,13 @@ func (a *app) printBill(ctx context.Context, job *reconcile.Job, rep reconcile.B
 	return nil
 }
 
-// leaseHolder names this process in a lease (at most 64 bytes): what it runs, host and pid.
-func leaseHolder(what string) string {
-	h := what + " on " + holderName()
-	if len(h) > 64 {
-		h = h[:64]
+// billIdentities is whom each channel's bills must name, from the configuration.
+func billIdentities(c config.Channels) map[string]reconcile.Identity {
+	ids := map[string]reconcile.Identity{}
+	for _, ch := range []string{"alipay", "wechatpay", "unionpay"} {
+		ids[ch] = billIdentity(c, ch)
 	}
-	return h
+	return ids
 }
 
 // billReader opens f in channel's bill format.
@@ -470,132 +469,4 @@ func downloadBill(ctx context.Context, cfg *config.Config, channel string, day t
 		}
 	}
 	return nil, fmt.Errorf("--channel %q: not enabled, or its outbound credentials are missing: give the bill with --file", channel)
-}
-
-// billCheckEvery is how often serve looks for a daily bill to run: a failed run is tried again
-// at the next look.
-const billCheckEvery = 10 * time.Minute
-
-// dailyBills runs yesterday's bill of every channel with outbound credentials once it is past
-// reconcile.bill_at in that channel's time (Beijing time for the Chinese channels,
-// reconcile.stripe_timezone for Stripe), under the bill lease (reconcile.BillLease, the one
-// `paygw reconcile bill` takes too).
-type dailyBills struct {
-	db           *repository.DB
-	job          *reconcile.Job
-	ds           []channels.BillDownloader
-	holder       string
-	hour, minute int
-	stripeDay    *time.Location
-	grace        time.Duration
-	ids          config.Channels
-	log          zerolog.Logger
-}
-
-// serveDailyBills looks every billCheckEvery, and at start: a day with a complete run of the
-// channel's bill is done; any other (none yet, or one that failed) is run, and a failure is
-// logged and tried again at the next look.
-func serveDailyBills(ctx context.Context, cfg *config.Config, db *repository.DB, applier reconcile.Applier, ds []channels.BillDownloader, holder string, met *metrics.Metrics, log zerolog.Logger) {
-	hour, minute, _ := cfg.Reconcile.BillAtClock() // validated
-	stripeDay, _ := time.LoadLocation(cfg.Reconcile.StripeTimezone)
-	job := reconcile.New(db, applier, nil, reconcileConfig(cfg), log)
-	job.Metrics = met
-	d := dailyBills{db: db, job: job, ds: ds, holder: holder, hour: hour, minute: minute, stripeDay: stripeDay,
-		grace: cfg.Reconcile.LocalOnlyGrace, ids: cfg.Channels, log: log}
-	t := time.NewTicker(billCheckEvery)
-	defer t.Stop()
-	for {
-		d.once(ctx, time.Now())
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// once is one look: the bills due at now that have no complete run, run under the lease.
-func (b dailyBills) once(ctx context.Context, now time.Time) {
-	type due struct {
-		d   channels.BillDownloader
-		day time.Time
-	}
-	var todo []due
-	for _, d := range b.ds {
-		loc := shanghai
-		if d.Name() == "stripe" {
-			loc = b.stripeDay
-		}
-		local := now.In(loc)
-		y, m, dd := local.Date()
-		if local.Before(time.Date(y, m, dd, b.hour, b.minute, 0, 0, loc)) {
-			continue
-		}
-		day := time.Date(y, m, dd-1, 0, 0, 0, 0, loc)
-		if done, err := b.done(ctx, d.Name(), day); done || err != nil {
-			if err != nil {
-				b.log.Warn().Err(err).Str("channel", d.Name()).Msg("reconcile bill: reading the day's run")
-			}
-			continue
-		}
-		todo = append(todo, due{d, day})
-	}
-	if len(todo) == 0 {
-		return
-	}
-	ctx, release, err := b.job.HoldBillLease(ctx, b.holder)
-	if err != nil {
-		var held *reconcile.LeaseHeldError
-		if !errors.As(err, &held) {
-			b.log.Warn().Err(err).Msg("reconcile bill: the lease")
-		}
-		return // another replica or a `paygw reconcile bill` runs, or the database is away: next look
-	}
-	defer release()
-	for _, t := range todo {
-		if ctx.Err() != nil {
-			return
-		}
-		// Another replica may have completed it between the look and the lease.
-		if done, err := b.done(ctx, t.d.Name(), t.day); done || err != nil {
-			continue
-		}
-		rep, err := b.run(ctx, t.d, t.day)
-		l := b.log.With().Str("channel", t.d.Name()).Str("bill_date", t.day.Format(time.DateOnly)).Logger()
-		if err != nil {
-			l.Warn().Err(err).Msg("reconcile bill: the daily run failed; tried again at the next look")
-			continue
-		}
-		ev := l.Info()
-		if !rep.Settled() || !rep.Trusted {
-			ev = l.Warn()
-		}
-		ev.Int("lines", rep.Lines).Interface("counts", rep.Counts).Bool("trusted", rep.Trusted).Strs("untrusted", rep.Untrusted).
-			Bool("settled", rep.Settled()).Msg("reconcile bill")
-	}
-}
-
-// done reports whether channel's day has a complete run of the channel's own bill (trusted or
-// not: an untrusted one waits for a person, not for another download).
-func (b dailyBills) done(ctx context.Context, channel string, day time.Time) (bool, error) {
-	_, err := b.db.RunOf(ctx, channel, repository.SourceChannel, day)
-	if errors.Is(err, payment.ErrNotFound) {
-		return false, nil
-	}
-	return err == nil, err
-}
-
-// run downloads d's bill of day and runs it.
-func (b dailyBills) run(ctx context.Context, d channels.BillDownloader, day time.Time) (reconcile.BillReport, error) {
-	f, err := d.DownloadBill(ctx, day)
-	if err != nil {
-		return reconcile.BillReport{}, err
-	}
-	defer f.Close()
-	r, err := f.Reader()
-	if err != nil {
-		return reconcile.BillReport{}, err
-	}
-	return b.job.RunBill(ctx, d.Name(), day, r, reconcile.BillConfig{LocalOnlyGrace: b.grace, Location: day.Location(),
-		Source: repository.SourceChannel, Downloaded: true, Identity: billIdentity(b.ids, d.Name())}, nil)
 }

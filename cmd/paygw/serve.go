@@ -15,9 +15,11 @@ import (
 	"github.com/paygw/paygw/config"
 	"github.com/paygw/paygw/handlers"
 	"github.com/paygw/paygw/identity"
+	"github.com/paygw/paygw/lease"
 	"github.com/paygw/paygw/metrics"
 	"github.com/paygw/paygw/orders"
 	"github.com/paygw/paygw/reconcile"
+	"github.com/paygw/paygw/retention"
 )
 
 func (a *app) serveCmd() *cobra.Command {
@@ -198,7 +200,7 @@ func startJobs(ctx context.Context, cfg *config.Config, s *stores, chs []channel
 	if cfg.Reconcile.QueryInterval > 0 && len(qs) > 0 {
 		job := reconcile.New(s.db, s.applier, qs, reconcileConfig(cfg), log)
 		job.Metrics = met
-		go job.Serve(ctx, cfg.Reconcile.QueryInterval, holderName())
+		go job.Serve(ctx, cfg.Reconcile.QueryInterval, lease.Holder(""))
 	}
 	// Yesterday's bills at reconcile.bill_at.
 	bds, err := billDownloaders(cfg, chs, log)
@@ -206,15 +208,23 @@ func startJobs(ctx context.Context, cfg *config.Config, s *stores, chs []channel
 		return err
 	}
 	if len(bds) > 0 {
-		go serveDailyBills(ctx, cfg, s.db, s.applier, bds, leaseHolder("serve"), met, log)
+		hour, minute, _ := cfg.Reconcile.BillAtClock() // validated
+		job := reconcile.New(s.db, s.applier, nil, reconcileConfig(cfg), log)
+		job.Metrics = met
+		daily := job.DailyBills(bds, reconcile.DailyConfig{Hour: hour, Minute: minute, LocalOnlyGrace: cfg.Reconcile.LocalOnlyGrace,
+			Zone: func(channel string) *time.Location { return channelDay(cfg, channel) }, Identities: billIdentities(cfg.Channels),
+			Holder: lease.Holder("serve")})
+		go daily.Serve(ctx)
 	}
 	if err := followCertificates(ctx, cfg, chs, log); err != nil {
 		return err
 	}
 	// The sweeper: processing records older than the timeout become failed, so a retry can run.
-	go sweepEvery(ctx, time.Minute, s.db, cfg.Idempotency.ProcessingTimeout(), met, log)
+	go retention.Sweep(ctx, s.db, retention.SweepEvery, cfg.Idempotency.ProcessingTimeout(), met.SweeperFailed, log)
 	// Retention: once a day, one replica deletes what is past idempotency.retention and
 	// journal.retention.
-	go servePurge(ctx, cfg, s.db, holderName(), purgeCheckEvery, met.Purged, log)
+	purger := retention.NewPurger(s.db, retentionConfig(cfg), log)
+	purger.OnPurged = met.Purged
+	go purger.Serve(ctx, retention.PurgeCheckEvery, lease.Holder(""))
 	return nil
 }
