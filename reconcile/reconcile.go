@@ -3,6 +3,8 @@
 // through the one apply path, so an answer and a late notification of the same payment apply
 // once between them. A channel's close ends its attempt only; apply closes the order once none of
 // its attempts is open, or once the open ones are past reconcile.query_max_age (closeStale).
+// It matches the channels' daily bills against the books too (bill.go): serve's daily runs
+// (daily.go) and `paygw reconcile bill` alike, one at a time under the bill lease.
 package reconcile
 
 import (

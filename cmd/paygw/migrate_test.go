@@ -59,14 +59,7 @@ func TestMigrateStatus(t *testing.T) {
 
 	// --json: the same list, one document; a pending migration has no applied_at.
 	js := runPaygw(t, nil, "migrate", "status", "--config", path, "--json")
-	var status struct {
-		Migrations []struct {
-			Version   int64      `json:"version"`
-			File      string     `json:"file"`
-			State     string     `json:"state"`
-			AppliedAt *time.Time `json:"applied_at"`
-		} `json:"migrations"`
-	}
+	var status migrateStatusJSON
 	decodeJSON(t, js, &status)
 	if js.code != 0 || len(status.Migrations) != len(files) {
 		t.Fatalf("migrate status --json: exit %d, %d migrations, want %d:\n%s", js.code, len(status.Migrations), len(files), js.stdout)
@@ -77,14 +70,7 @@ func TestMigrateStatus(t *testing.T) {
 		}
 	}
 	fresh := writeConfig(t, settings{dsn: testenv.EmptyDatabase(t)})
-	var before struct {
-		Migrations []struct {
-			Version   int64      `json:"version"`
-			File      string     `json:"file"`
-			State     string     `json:"state"`
-			AppliedAt *time.Time `json:"applied_at"`
-		} `json:"migrations"`
-	}
+	var before migrateStatusJSON
 	decodeJSON(t, runPaygw(t, nil, "migrate", "status", "--config", fresh, "--json"), &before)
 	for _, m := range before.Migrations {
 		if m.State != "pending" || m.AppliedAt != nil {
@@ -138,4 +124,14 @@ func TestSweep(t *testing.T) {
 	if n := testenv.Count(t, dsn, `SELECT status FROM idempotent_record WHERE idem_key = 'fresh-1'`); n != 0 {
 		t.Errorf("fresh record status %d after the sweep, want 0 (still processing)", n)
 	}
+}
+
+// migrateStatusJSON is `paygw migrate status --json`.
+type migrateStatusJSON struct {
+	Migrations []struct {
+		Version   int64      `json:"version"`
+		File      string     `json:"file"`
+		State     string     `json:"state"`
+		AppliedAt *time.Time `json:"applied_at"`
+	} `json:"migrations"`
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/paygw/paygw/internal/testenv"
+	"github.com/paygw/paygw/reconcile"
 	"github.com/paygw/paygw/simulate"
 )
 
@@ -154,23 +155,10 @@ func TestReconcileBillCommand(t *testing.T) {
 	// --json: the report, as --report writes it, on stdout; the bill now agrees with the books.
 	js := runPaygw(t, nil, "reconcile", "bill", "--config", path, "--channel", "wechatpay", "--date", "2026-11-30",
 		"--file", wechatBill(t, 1, line), "--json")
+	// Decoded into the types --report and --json write, strictly: a field renamed on one side fails.
 	var doc struct {
-		Channel   string         `json:"channel"`
-		BillDate  string         `json:"bill_date"`
-		Source    string         `json:"source"`
-		Lines     int            `json:"lines"`
-		Counts    map[string]int `json:"counts"`
-		Trusted   bool           `json:"trusted"`
-		Untrusted []string       `json:"untrusted"`
-		Rows      []struct {
-			Class          string `json:"class"`
-			TradeNo        string `json:"trade_no"`
-			ChannelTxnID   string `json:"channel_txn_id"`
-			BillAmountFen  *int64 `json:"bill_amount_fen"`
-			LocalAmountFen *int64 `json:"local_amount_fen"`
-			LocalStatus    string `json:"local_status"`
-			Repair         string `json:"repair"`
-		} `json:"discrepancies"`
+		reconcile.BillReport
+		Rows []reconcile.Discrepancy `json:"discrepancies"`
 	}
 	decodeJSON(t, js, &doc)
 	if js.code != 0 || doc.Channel != "wechatpay" || doc.BillDate != "2026-11-30" || doc.Source != "channel" || doc.Lines != 1 ||
