@@ -400,6 +400,27 @@ func (c *Config) Validate() error {
 		bad("journal.retention", "must be at least %s (30 days), got %s", MinJournalRetention, c.Journal.Retention)
 	}
 	c.validateReconcile(bad)
+	c.validateAuth(bad)
+	if a := c.Channels.Alipay; a.Enabled {
+		if a.AppID == "" {
+			bad("channels.alipay.app_id", "must be set when the channel is enabled")
+		}
+		if (a.AlipayPublicKeyFile == "") == (a.AlipayPublicKey == "") {
+			bad("channels.alipay.alipay_public_key_file", "exactly one of it and channels.alipay.alipay_public_key must be set")
+		}
+	}
+	if c.Admin.Addr != "" && c.Admin.Addr == c.HTTP.Addr {
+		bad("admin.addr", "must differ from http.addr: the admin listener is not for the channels")
+	}
+	c.validateChannels(bad)
+	if len(errs) == 0 {
+		return nil
+	}
+	return oneLine(errs)
+}
+
+// validateAuth: every API client has a name and a token of its own.
+func (c *Config) validateAuth(bad func(key, format string, args ...any)) {
 	names, tokens := map[string]bool{}, map[string]bool{}
 	for i, t := range c.Auth.APITokens {
 		key := fmt.Sprintf("auth.api_tokens[%d]", i)
@@ -417,22 +438,6 @@ func (c *Config) Validate() error {
 		}
 		names[t.Name], tokens[t.Token] = true, true
 	}
-	if a := c.Channels.Alipay; a.Enabled {
-		if a.AppID == "" {
-			bad("channels.alipay.app_id", "must be set when the channel is enabled")
-		}
-		if (a.AlipayPublicKeyFile == "") == (a.AlipayPublicKey == "") {
-			bad("channels.alipay.alipay_public_key_file", "exactly one of it and channels.alipay.alipay_public_key must be set")
-		}
-	}
-	if c.Admin.Addr != "" && c.Admin.Addr == c.HTTP.Addr {
-		bad("admin.addr", "must differ from http.addr: the admin listener is not for the channels")
-	}
-	c.validateChannels(bad)
-	if len(errs) == 0 {
-		return nil
-	}
-	return oneLine(errs)
 }
 
 func (c *Config) validateChannels(bad func(key, format string, args ...any)) {

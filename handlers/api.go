@@ -14,11 +14,9 @@ import (
 
 	"github.com/paygw/paygw/apply"
 	"github.com/paygw/paygw/explain"
-	"github.com/paygw/paygw/guard"
 	"github.com/paygw/paygw/metrics"
 	"github.com/paygw/paygw/orders"
 	"github.com/paygw/paygw/payment"
-	"github.com/paygw/paygw/repository"
 )
 
 var errBadStock = errors.New("invalid stock")
@@ -151,41 +149,11 @@ func (s *Server) getPayment(c echo.Context) error {
 	if !payment.ValidTradeNo(tradeNo) {
 		return payment.ErrNotFound
 	}
-	r, err := LoadRecord(c.Request().Context(), s.db, s.guard, tradeNo)
+	r, err := explain.Load(c.Request().Context(), s.db, s.guard, tradeNo)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, paymentViewOf(r))
-}
-
-// LoadRecord reads everything known of an order: what GET /v1/payments and `paygw why` explain.
-// Refusals are read from Redis when it answers, and left out when it does not.
-func LoadRecord(ctx context.Context, db *repository.DB, g *guard.Guard, tradeNo string) (explain.Record, error) {
-	var r explain.Record
-	var err error
-	if r.Order, err = db.GetOrder(ctx, tradeNo); err != nil {
-		return r, err
-	}
-	if r.Attempts, err = db.Attempts(ctx, tradeNo); err != nil {
-		return r, err
-	}
-	if r.Notifications, err = db.Notifications(ctx, tradeNo); err != nil {
-		return r, err
-	}
-	if r.Refunds, err = db.Refunds(ctx, tradeNo); err != nil {
-		return r, err
-	}
-	if r.Anomalies, err = db.Anomalies(ctx, tradeNo); err != nil {
-		return r, err
-	}
-	entries, _ := g.Refusals(ctx, tradeNo) // Redis down: explained without them
-	for _, e := range entries {
-		var f explain.Refusal
-		if json.Unmarshal([]byte(e), &f) == nil {
-			r.Refusals = append(r.Refusals, f)
-		}
-	}
-	return r, nil
 }
 
 var errBadAttempt = errors.New("invalid payment attempt")

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/text/encoding/simplifiedchinese"
 
 	"github.com/paygw/paygw/bills"
+	"github.com/paygw/paygw/lease"
 	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/reconcile"
 	"github.com/paygw/paygw/repository"
@@ -280,16 +281,16 @@ func TestBillLeaseSaysWhoAndSince(t *testing.T) {
 		t.Fatal("the lease's context ended at once")
 	}
 	_, _, err = w.job.HoldBillLease(ctx, "reconcile bill on b:2")
-	var busy *reconcile.LeaseHeldError
+	var busy *lease.HeldError
 	if !errors.As(err, &busy) || busy.Holder != "serve on a:1" || time.Since(busy.Since) > time.Minute || busy.Until.Before(time.Now()) {
 		t.Fatalf("%v (%+v), want held by serve on a:1 since just now", err, busy)
 	}
 	// Taken again by its holder (a renewal), since stays.
-	if ok, err := w.db.TakeLease(ctx, reconcile.BillLease, "serve on a:1", time.Hour); err != nil || !ok {
+	if ok, err := w.db.TakeLease(ctx, lease.ReconcileBill, "serve on a:1", time.Hour); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	_, _, err = w.job.HoldBillLease(ctx, "reconcile bill on b:2")
-	var again *reconcile.LeaseHeldError
+	var again *lease.HeldError
 	if !errors.As(err, &again) || !again.Since.Equal(busy.Since) {
 		t.Fatalf("after a renewal: %v, want since %v", err, busy.Since)
 	}

@@ -3,6 +3,8 @@
 // through the one apply path, so an answer and a late notification of the same payment apply
 // once between them. A channel's close ends its attempt only; apply closes the order once none of
 // its attempts is open, or once the open ones are past reconcile.query_max_age (closeStale).
+// It matches the channels' daily bills against the books too (bill.go): serve's daily runs
+// (daily.go) and `paygw reconcile bill` alike, one at a time under the bill lease.
 package reconcile
 
 import (
@@ -18,6 +20,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paygw/paygw/channels"
+	"github.com/paygw/paygw/lease"
 	"github.com/paygw/paygw/metrics"
 	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/repository"
@@ -402,35 +405,30 @@ const (
 	JobBill  = metrics.JobBill
 )
 
-// LeaseName is the job_lease row that lets one replica at a time run the query.
-const LeaseName = "reconcile_query"
-
-// Serve runs the job every interval until ctx ends, on whichever replica holds the lease: a row
-// taken with a conditional UPDATE and an expiry of two intervals, so a replica that dies hands
-// over within two intervals. Two runs that overlap anyway stay harmless: Apply decides.
+// Serve runs the job every interval until ctx ends, on whichever replica holds the lease
+// (lease.ReconcileQuery): taken with an expiry of two intervals, so a replica that dies hands over
+// within two intervals. Two runs that overlap anyway stay harmless: Apply decides.
 func (j *Job) Serve(ctx context.Context, every time.Duration, holder string) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	defer func() { _ = j.db.ReleaseLease(context.WithoutCancel(ctx), LeaseName, holder) }()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		ok, err := j.db.TakeLease(ctx, LeaseName, holder, 2*every)
+	defer func() { _ = j.db.ReleaseLease(context.WithoutCancel(ctx), lease.ReconcileQuery, holder) }()
+	lease.Every(ctx, every, false, func(ctx context.Context) {
+		ok, err := j.db.TakeLease(ctx, lease.ReconcileQuery, holder, 2*every)
 		if err != nil || !ok {
-			continue // another replica runs it, or the database is away: next tick
+			return // another replica runs it, or the database is away: next tick
 		}
-		sum, err := j.Run(ctx, Options{})
-		if err != nil && ctx.Err() == nil {
-			j.log.Warn().Err(err).Msg("reconcile query run")
-			continue
-		}
-		if sum.Asked > 0 || sum.Stale > 0 {
-			j.log.Info().Int("asked", sum.Asked).Int("paid", sum.Paid).Int("refunded", sum.Refunded).Int("closed", sum.Closed).
-				Int("not_paid", sum.NotPaid).Int("failed", sum.Failed).Int("unverified", sum.Unverified).Int("applied", sum.Applied).
-				Int("stale", sum.Stale).Msg("reconcile query")
-		}
+		j.serveOnce(ctx)
+	})
+}
+
+// serveOnce is one run of serve's: logged, and counted when it succeeds.
+func (j *Job) serveOnce(ctx context.Context) {
+	sum, err := j.Run(ctx, Options{})
+	if err != nil && ctx.Err() == nil {
+		j.log.Warn().Err(err).Msg("reconcile query run")
+		return
+	}
+	if sum.Asked > 0 || sum.Stale > 0 {
+		j.log.Info().Int("asked", sum.Asked).Int("paid", sum.Paid).Int("refunded", sum.Refunded).Int("closed", sum.Closed).
+			Int("not_paid", sum.NotPaid).Int("failed", sum.Failed).Int("unverified", sum.Unverified).Int("applied", sum.Applied).
+			Int("stale", sum.Stale).Msg("reconcile query")
 	}
 }

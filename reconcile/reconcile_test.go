@@ -18,6 +18,7 @@ import (
 	"github.com/paygw/paygw/config"
 	"github.com/paygw/paygw/handlers"
 	"github.com/paygw/paygw/internal/testenv"
+	"github.com/paygw/paygw/lease"
 	"github.com/paygw/paygw/orders"
 	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/reconcile"
@@ -355,7 +356,7 @@ func TestLeaseOneReplicaAtATime(t *testing.T) {
 	// Five more intervals, counted by the lease's renewals: a replica without the lease ticks in
 	// each of them, and would ask now.
 	leaseEnds := func() int {
-		return w.count(`SELECT CAST(UNIX_TIMESTAMP(expires_at) * 1000 AS SIGNED) FROM job_lease WHERE name = ?`, reconcile.LeaseName)
+		return w.count(`SELECT CAST(UNIX_TIMESTAMP(expires_at) * 1000 AS SIGNED) FROM job_lease WHERE name = ?`, lease.ReconcileQuery)
 	}
 	asked := leaseEnds()
 	testenv.Eventually(t, 10*time.Second, func() error {

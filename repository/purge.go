@@ -11,9 +11,6 @@ import (
 // PurgeBatch is the most rows one purge statement deletes.
 const PurgeBatch = 1000
 
-// PurgeLease is the job_lease row that lets one replica a day run the retention purge.
-const PurgeLease = "purge"
-
 // Purged is what one purge of a table did.
 type Purged struct {
 	Rows     int64 // rows deleted

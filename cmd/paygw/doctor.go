@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
 	"github.com/wechatpay-apiv3/wechatpay-go/utils"
 	"software.sslmate.com/src/go-pkcs12"
 
@@ -39,10 +39,19 @@ const maxClockSkew = 60 * time.Second
 // minRSABits is the smallest RSA key the doctor accepts.
 const minRSABits = 2048
 
-// checklist prints one line per check: "ok", "FAIL" or "skip", the check's name, the detail.
+// checklist records one line per check: "ok", "FAIL" or "skip", the check's name, the detail;
+// it prints each as it comes unless the output is JSON.
 type checklist struct {
-	w      io.Writer
+	w      io.Writer // nil: print nothing
+	checks []check
 	failed int
+}
+
+// check is one line of the checklist.
+type check struct {
+	Status string `json:"status"` // ok, FAIL or skip
+	Name   string `json:"name"`
+	Detail string `json:"detail"`
 }
 
 func (c *checklist) ok(name, format string, args ...any) { c.line("ok", name, format, args...) }
@@ -56,34 +65,52 @@ func (c *checklist) fail(name, format string, args ...any) {
 }
 
 func (c *checklist) line(status, name, format string, args ...any) {
-	fmt.Fprintf(c.w, "%-4s %s: %s\n", status, name, fmt.Sprintf(format, args...))
+	ch := check{Status: status, Name: name, Detail: fmt.Sprintf(format, args...)}
+	c.checks = append(c.checks, ch)
+	if c.w != nil {
+		fmt.Fprintf(c.w, "%-4s %s: %s\n", ch.Status, ch.Name, ch.Detail)
+	}
 }
 
-// doctorCmd is `paygw doctor`: the checklist a new operator runs before going live.
-func doctorCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("config", "", "config file (default $PAYGW_CONFIG, else "+config.DefaultPath+")")
-	noProbe := fs.Bool("no-probe", false, "do not send the self-signed probes to the running serve's notify routes")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, "paygw doctor: check the config, keys, MySQL, Redis, the clock, the notify routes and the channels; exit 1 on any failure\n\nFlags:\n")
-		fs.PrintDefaults()
+func (a *app) doctorCmd() *cobra.Command {
+	c := exits(&cobra.Command{
+		Use:   "doctor",
+		Short: "check a deployment before going live: a checklist, exit 1 on a failure",
+		Long: `Check the config, the keys and certificates, MySQL (migrations, session, clock), Redis, the
+notify routes of the running serve (a self-signed probe each must refuse) and, with outbound
+credentials, one trade query per channel: one line per check, ok, FAIL or skip.`,
+		Args: cobra.NoArgs,
+	}, exitFailed)
+	path := configFlag(c)
+	noProbe := c.Flags().Bool("no-probe", false, "do not send the self-signed probes to the running serve's notify routes")
+	asJSON := jsonFlag(c)
+	c.RunE = func(cmd *cobra.Command, _ []string) error {
+		return a.doctor(cmd.Context(), config.Path(*path), !*noProbe, *asJSON)
 	}
-	if err := fs.Parse(args); err != nil {
-		return err
+	return c
+}
+
+// doctor runs the checklist of the config file at path.
+func (a *app) doctor(ctx context.Context, file string, probe, asJSON bool) error {
+	c := &checklist{w: a.stdout}
+	if asJSON {
+		c.w = nil
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("doctor: unexpected argument %q", fs.Arg(0))
-	}
-	c := &checklist{w: stdout}
-	file := config.Path(*path)
-	cfg, err := config.Load(file, os.Environ())
-	if err != nil {
+	if cfg, err := config.Load(file, os.Environ()); err != nil {
 		c.fail("config", "%s: %v", file, err)
-		return errDoctorFailed
+	} else {
+		c.ok("config", "%s parses and validates", file)
+		doctor(ctx, cfg, c, probe)
 	}
-	c.ok("config", "%s parses and validates", file)
-	doctor(ctx, cfg, c, !*noProbe)
+	if asJSON {
+		if err := writeJSON(a.stdout, struct {
+			OK     bool    `json:"ok"`
+			Failed int     `json:"failed"`
+			Checks []check `json:"checks"`
+		}{c.failed == 0, c.failed, c.checks}); err != nil {
+			return err
+		}
+	}
 	if c.failed > 0 {
 		return errDoctorFailed
 	}

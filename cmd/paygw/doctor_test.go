@@ -76,8 +76,21 @@ func TestDoctorGood(t *testing.T) {
 		extra: channelsYAML + "reconcile:\n  query_interval: 0s\n"})
 	s := startServer(t, path, addr)
 	r := runPaygw(t, nil, "doctor", "--config", path)
+	js := runPaygw(t, nil, "doctor", "--config", path, "--json")
 	s.stop()
 	t.Logf("checklist:\n%s", r.stdout)
+	// --json: the same checks, in the same order, in one document.
+	var doc doctorJSON
+	decodeJSON(t, js, &doc)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if js.code != 0 || !doc.OK || doc.Failed != 0 || len(doc.Checks) != len(lines) {
+		t.Fatalf("doctor --json: exit %d, ok %v, failed %d, %d checks for %d lines\n%s", js.code, doc.OK, doc.Failed, len(doc.Checks), len(lines), js.stdout)
+	}
+	for i, c := range doc.Checks {
+		if !strings.HasPrefix(lines[i], fmt.Sprintf("%-4s %s: ", c.Status, c.Name)) || c.Detail == "" {
+			t.Errorf("doctor --json check %d = %+v, the text says %q", i, c, lines[i])
+		}
+	}
 	ok, fail, _ := checkLines(r.stdout)
 	if r.code != 0 || len(fail) > 0 {
 		t.Fatalf("doctor: exit %d, failures %q\nstdout:\n%s\nstderr:\n%s", r.code, fail, r.stdout, r.stderr)
@@ -237,4 +250,26 @@ func TestDoctorBroken(t *testing.T) {
 			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 		}
 	})
+
+	t.Run("config refused, json", func(t *testing.T) {
+		path := writeConfig(t, settings{dsn: dsn, extra: "idempotency:\n  retention: 1h\n"})
+		r := runPaygw(t, nil, "doctor", "--config", path, "--json")
+		var doc doctorJSON
+		decodeJSON(t, r, &doc)
+		if r.code != 1 || doc.OK || doc.Failed != 1 || len(doc.Checks) != 1 || doc.Checks[0].Status != "FAIL" || doc.Checks[0].Name != "config" ||
+			!strings.Contains(doc.Checks[0].Detail, "idempotency.retention") {
+			t.Fatalf("exit %d, %+v\nstderr:\n%s", r.code, doc, r.stderr)
+		}
+	})
+}
+
+// doctorJSON is `paygw doctor --json`.
+type doctorJSON struct {
+	OK     bool `json:"ok"`
+	Failed int  `json:"failed"`
+	Checks []struct {
+		Status string `json:"status"`
+		Name   string `json:"name"`
+		Detail string `json:"detail"`
+	} `json:"checks"`
 }

@@ -264,7 +264,7 @@ scrape_configs:
 		t.Fatal(err)
 	}
 	addr := freeAddr(t)
-	out := &lockedBuffer{}
+	out := &testenv.LogBuffer{}
 	cmd := exec.Command(bin, "--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr)
 	cmd.Stdout, cmd.Stderr = out, out

@@ -13,42 +13,17 @@ import (
 	"github.com/paygw/paygw/simulate"
 )
 
-// oldRecords adds n final idempotency records created age ago (by UTC, paygw's session zone).
-func oldRecords(t *testing.T, dsn, prefix string, n, status int, age time.Duration) {
-	t.Helper()
-	for start := 0; start < n; start += 500 {
-		var rows []string
-		for i := start; i < min(n, start+500); i++ {
-			rows = append(rows, fmt.Sprintf("('%s-%d', 'pay_notify', 'alipay', REPEAT('0', 64), %d, UTC_TIMESTAMP(3) - INTERVAL %d SECOND)",
-				prefix, i, status, int64(age.Seconds())))
-		}
-		testenv.Exec(t, dsn, `INSERT INTO idempotent_record (idem_key, biz_type, scope, request_hash, status, create_time) VALUES `+
-			strings.Join(rows, ", "))
-	}
-}
-
-func oldJournal(t *testing.T, dsn, prefix string, n int, age time.Duration) {
-	t.Helper()
-	var rows []string
-	for i := 0; i < n; i++ {
-		rows = append(rows, fmt.Sprintf("('alipay', '%s-%d', 'P1', 'T1', 'PAID', 'TRADE_SUCCESS', 1, 'CNY', 'body', 'APPLIED', UTC_TIMESTAMP(3) - INTERVAL %d SECOND)",
-			prefix, i, int64(age.Seconds())))
-	}
-	testenv.Exec(t, dsn, `INSERT INTO notify_journal (channel, notify_id, trade_no, channel_txn_id, event, channel_status, amount_fen,
-		currency, raw_body, outcome, received_time) VALUES `+strings.Join(rows, ", "))
-}
-
 var purgedLine = regexp.MustCompile(`purged (\d+) (\w+) row\(s\) older than \S+ in (\d+) batch\(es\) of at most 1000`)
 
 // `paygw purge` deletes final records past idempotency.retention and journal rows past
 // journal.retention, 1,000 at most per statement, and says how many.
 func TestPurgeCommand(t *testing.T) {
 	dsn := testenv.NewDatabase(t)
-	oldRecords(t, dsn, "old", 2500, 1, 8*24*time.Hour)
-	oldRecords(t, dsn, "stuck", 3, 0, 8*24*time.Hour) // processing: someone's claim, kept
-	oldRecords(t, dsn, "young", 10, 2, 6*24*time.Hour)
-	oldJournal(t, dsn, "old", 5, 401*24*time.Hour)
-	oldJournal(t, dsn, "young", 4, 399*24*time.Hour)
+	testenv.OldRecords(t, dsn, "old", 2500, 1, 8*24*time.Hour)
+	testenv.OldRecords(t, dsn, "stuck", 3, 0, 8*24*time.Hour) // processing: someone's claim, kept
+	testenv.OldRecords(t, dsn, "young", 10, 2, 6*24*time.Hour)
+	testenv.OldJournal(t, dsn, "old", 5, 401*24*time.Hour)
+	testenv.OldJournal(t, dsn, "young", 4, 399*24*time.Hour)
 	testenv.Exec(t, dsn, `INSERT INTO anomaly (kind, trade_no, channel, channel_txn_id, amount_fen, currency, detail, created_time)
 		VALUES ('AMOUNT_MISMATCH', 'P1', 'alipay', 'T1', 1, 'CNY', 'old', UTC_TIMESTAMP(3) - INTERVAL 900 DAY)`)
 	path := writeConfig(t, settings{dsn: dsn})
@@ -83,6 +58,25 @@ func TestPurgeCommand(t *testing.T) {
 		t.Fatalf("purge at 72h: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
 
+	// --json: one document, the same counts.
+	testenv.OldRecords(t, dsn, "json", 1001, 2, 8*24*time.Hour)
+	js := runPaygw(t, nil, "purge", "--config", path, "--json")
+	var purged struct {
+		Tables map[string]struct {
+			Rows             int64  `json:"rows"`
+			Batches          int    `json:"batches"`
+			OlderThan        string `json:"older_than"`
+			OlderThanSeconds int64  `json:"older_than_seconds"`
+		} `json:"tables"`
+		BatchMax int `json:"batch_max"`
+	}
+	decodeJSON(t, js, &purged)
+	rec, jour := purged.Tables["idempotent_record"], purged.Tables["notify_journal"]
+	if js.code != 0 || purged.BatchMax != 1000 || rec.Rows != 1001 || rec.Batches != 2 || rec.OlderThan != "168h0m0s" ||
+		rec.OlderThanSeconds != 7*24*3600 || jour.Rows != 0 || jour.OlderThan != "9600h0m0s" || len(purged.Tables) != 2 {
+		t.Fatalf("purge --json: exit %d, %+v\nstdout:\n%s\nstderr:\n%s", js.code, purged, js.stdout, js.stderr)
+	}
+
 	// Below the channels' retry window: refused, naming the key.
 	r = runPaygw(t, []string{"PAYGW_IDEMPOTENCY__RETENTION=24h"}, "purge", "--config", path)
 	if r.code == 0 || !strings.Contains(r.stderr, "idempotency.retention") {
@@ -94,23 +88,16 @@ func TestPurgeCommand(t *testing.T) {
 // again, whichever replica held it.
 func TestServePurgesDaily(t *testing.T) {
 	dsn := testenv.NewDatabase(t)
-	oldRecords(t, dsn, "old", 1200, 1, 8*24*time.Hour)
+	testenv.OldRecords(t, dsn, "old", 1200, 1, 8*24*time.Hour)
 	addr := freeAddr(t)
-	path := writeConfig(t, settings{addr: addr, dsn: dsn, extra: "reconcile:\n  query_interval: 0s\n"})
+	path := writeConfig(t, settings{addr: addr, dsn: dsn, logLevel: "debug", extra: "reconcile:\n  query_interval: 0s\n"})
 	s := startServer(t, path, addr)
-	deadline := time.Now().Add(10 * time.Second)
-	for testenv.Count(t, dsn, `SELECT COUNT(*) FROM idempotent_record`) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("serve did not purge the old records within 10s:\n%s", s.out)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	for !strings.Contains(s.out.String(), `"purged rows past retention"`) {
-		if time.Now().After(deadline) {
-			t.Fatalf("serve did not log the purge:\n%s", s.out)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitFor(t, 10*time.Second, s, "serve purged the old records", func() bool {
+		return testenv.Count(t, dsn, `SELECT COUNT(*) FROM idempotent_record`) == 0
+	})
+	waitFor(t, 10*time.Second, s, "serve logged the purge", func() bool {
+		return strings.Contains(s.out.String(), `"purged rows past retention"`)
+	})
 	s.stop()
 	if !strings.Contains(s.out.String(), `"idempotent_records":1200`) || !strings.Contains(s.out.String(), `"record_batches":2`) {
 		t.Errorf("the purge log line does not say 1200 records in 2 batches:\n%s", s.out)
@@ -119,9 +106,12 @@ func TestServePurgesDaily(t *testing.T) {
 		t.Fatalf("the purge lease is not held for the day (%d rows)", n)
 	}
 
-	oldRecords(t, dsn, "later", 5, 1, 8*24*time.Hour)
+	testenv.OldRecords(t, dsn, "later", 5, 1, 8*24*time.Hour)
 	s2 := startServer(t, path, addr)
-	time.Sleep(time.Second)
+	// The restart looks at start, finds the day's lease held, and purges nothing.
+	waitFor(t, 10*time.Second, s2, "the restart looked at the purge lease", func() bool {
+		return strings.Contains(s2.out.String(), `"purge not due: the day's lease is held"`)
+	})
 	s2.stop()
 	if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM idempotent_record`); n != 5 {
 		t.Fatalf("a restart within the day purged again: %d records left, want 5", n)

@@ -6,7 +6,6 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,19 +16,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/paygw/paygw/apply"
 	"github.com/paygw/paygw/bills"
 	"github.com/paygw/paygw/channels"
 	"github.com/paygw/paygw/config"
-	"github.com/paygw/paygw/guard"
-	"github.com/paygw/paygw/identity"
-	"github.com/paygw/paygw/metrics"
-	"github.com/paygw/paygw/payment"
+	"github.com/paygw/paygw/lease"
 	"github.com/paygw/paygw/reconcile"
 	"github.com/paygw/paygw/repository"
 )
@@ -54,46 +49,55 @@ func reconcileConfig(cfg *config.Config) reconcile.Config {
 	return reconcile.Config{QueryAfter: cfg.Reconcile.QueryAfter, QueryMaxAge: cfg.Reconcile.QueryMaxAge, QPS: cfg.Reconcile.QPS}
 }
 
-// reconcileCmd is `paygw reconcile query`: one run, a line per order asked and a summary.
-func reconcileCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) > 0 && args[0] == "bill" {
-		return billCmd(ctx, args[1:], stdout, stderr)
-	}
-	if len(args) == 0 || args[0] != "query" {
-		return errors.New("reconcile: the subcommands are `paygw reconcile query` and `paygw reconcile bill` (see --help)")
-	}
-	fs := flag.NewFlagSet("reconcile query", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("config", "", "config file (default $PAYGW_CONFIG, else "+config.DefaultPath+")")
+func (a *app) reconcileCmd() *cobra.Command {
+	return a.group("reconcile", "find payments whose notification never came: ask the channels, match their bills",
+		a.queryCmd(), a.billCmd())
+}
+
+func (a *app) queryCmd() *cobra.Command {
+	c := exits(&cobra.Command{
+		Use:   "query",
+		Short: "ask the channels about WAIT_PAY orders whose notification never came",
+		Long: `Ask the channels about the open payment attempts whose notification never came, once, and
+apply what each verified answer says through the one apply path: a line per order asked, then a
+summary. Exit 0 whatever the channels answered; 1 if the run could not happen.`,
+		Args: cobra.NoArgs,
+	}, exitFailed)
 	var o reconcile.Options
-	fs.StringVar(&o.Channel, "channel", "", "ask only this channel")
-	fs.StringVar(&o.TradeNo, "trade-no", "", "ask about this order only, whatever its backoff")
-	fs.DurationVar(&o.OlderThan, "older-than", 0, "ask about attempts older than this (default reconcile.query_after)")
-	fs.DurationVar(&o.MaxAge, "max-age", 0, "and younger than this (default reconcile.query_max_age)")
-	fs.BoolVar(&o.DryRun, "dry-run", false, "ask and print, change nothing")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, "paygw reconcile query: ask the channels about WAIT_PAY orders whose notification never came\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("reconcile query: unexpected argument %q", fs.Arg(0))
-	}
-	// --older-than 0s asks about everything due now: tell it from "not given".
-	olderThanSet := false
-	fs.Visit(func(f *flag.Flag) { olderThanSet = olderThanSet || f.Name == "older-than" })
-	cfg, err := config.Load(config.Path(*path), os.Environ())
+	f := c.Flags()
+	f.StringVar(&o.Channel, "channel", "", "ask only this `CHANNEL`")
+	f.StringVar(&o.TradeNo, "trade-no", "", "ask about this order (`TRADE_NO`) only, whatever its backoff")
+	f.DurationVar(&o.OlderThan, "older-than", 0, "ask about attempts older than this (default reconcile.query_after)")
+	f.DurationVar(&o.MaxAge, "max-age", 0, "and younger than this (default reconcile.query_max_age)")
+	f.BoolVar(&o.DryRun, "dry-run", false, "ask and print, change nothing")
+	asJSON := jsonFlag(c)
+	return a.withConfig(c, func(ctx context.Context, cfg *config.Config, log zerolog.Logger, _ []string) error {
+		// --older-than 0s asks about everything due now: tell it from "not given".
+		return a.query(ctx, cfg, o, c.Flags().Changed("older-than"), *asJSON, log)
+	})
+}
+
+// queryJSON is `paygw reconcile query --json`.
+type queryJSON struct {
+	Answers    []string `json:"answers"` // one line per order asked, as the text output prints it
+	Asked      int      `json:"asked"`
+	Paid       int      `json:"paid"`
+	Refunded   int      `json:"refunded"`
+	Closed     int      `json:"closed"`
+	NotPaid    int      `json:"not_paid"`
+	Failed     int      `json:"failed"`
+	Unverified int      `json:"unverified"`
+	Applied    int      `json:"applied"`
+	Stale      int      `json:"stale"`
+}
+
+// query is one run of the query job.
+func (a *app) query(ctx context.Context, cfg *config.Config, o reconcile.Options, olderThanSet, asJSON bool, log zerolog.Logger) error {
+	s, err := openStores(ctx, cfg, storeOptions{conns: 8, oneShot: true}, log)
 	if err != nil {
 		return err
 	}
-	log := newLogger(cfg.Log, stderr)
-	db, applier, done, err := openApplier(ctx, cfg, log)
-	if err != nil {
-		return err
-	}
-	defer done()
+	defer s.Close()
 	chs, err := channels.FromConfig(cfg.Channels)
 	if err != nil {
 		return err
@@ -109,25 +113,20 @@ func reconcileCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if olderThanSet && o.OlderThan == 0 {
 		rc.QueryAfter = 0
 	}
-	o.Out = stdout
-	_, err = reconcile.New(db, applier, qs, rc, log).Run(ctx, o)
-	return err
+	var lines strings.Builder
+	o.Out = a.stdout
+	if asJSON {
+		o.Out = &lines
+	}
+	sum, err := reconcile.New(s.db, s.applier, qs, rc, log).Run(ctx, o)
+	if err != nil || !asJSON {
+		return err
+	}
+	answers := strings.Split(strings.TrimSpace(lines.String()), "\n")
+	answers = answers[:len(answers)-1] // the summary's line
+	return writeJSON(a.stdout, queryJSON{Answers: answers, Asked: sum.Asked, Paid: sum.Paid, Refunded: sum.Refunded,
+		Closed: sum.Closed, NotPaid: sum.NotPaid, Failed: sum.Failed, Unverified: sum.Unverified, Applied: sum.Applied, Stale: sum.Stale})
 }
-
-// Exit codes of `paygw reconcile bill` beyond 0 (settled) and 1 (could not run, or the bill was
-// refused as another merchant's or another day's).
-const (
-	exitDiscrepancies = 3
-	exitUntrusted     = 4
-)
-
-// errDiscrepancies makes main exit with exitDiscrepancies: the run completed and found lines a
-// person must look at.
-var errDiscrepancies = errors.New("discrepancies remain")
-
-// errUntrusted makes main exit with exitUntrusted: the run completed, but the bill does not hold
-// together, so it repaired nothing; stdout says why.
-var errUntrusted = errors.New("the bill is untrusted: nothing was repaired")
 
 // shanghai is the Chinese channels' day: fixed UTC+8 (China keeps no DST).
 var shanghai = time.FixedZone("CST", 8*3600)
@@ -160,85 +159,101 @@ func billIdentity(c config.Channels, channel string) reconcile.Identity {
 	return reconcile.Identity{}
 }
 
-// billCmd is `paygw reconcile bill`: one channel's day against its bill.
-func billCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("reconcile bill", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("config", "", "config file (default $PAYGW_CONFIG, else "+config.DefaultPath+")")
-	channel := fs.String("channel", "", "alipay, wechatpay, stripe, unionpay, or csv (the generic format)")
-	date := fs.String("date", "", "the bill's day, YYYY-MM-DD, in the channel's time")
-	file := fs.String("file", "", "the bill in the channel's real format (default: download it from the channel)")
-	csvChannel := fs.String("csv-channel", "csv", "with --channel csv: the channel the generic bill's lines were paid through")
-	report := fs.String("report", "", "write the discrepancies to OUT.json or OUT.csv")
-	if err := fs.Parse(args); err != nil {
-		return err
+func (a *app) billCmd() *cobra.Command {
+	c := exits(&cobra.Command{
+		Use:   "bill --channel C --date YYYY-MM-DD [--file PATH] [--report OUT.json|OUT.csv] [--json]",
+		Short: "match a channel's daily bill against our books",
+		Long: `Match one channel's bill of one day (in the channel's time: Beijing time for alipay, wechatpay
+and unionpay, reconcile.stripe_timezone for stripe) against our books, and repair what the bill
+proves: a payment whose notification was lost is applied. Without --file the bill is downloaded
+from the channel over its outbound credentials. A run takes the bill lease serve's daily bills
+take: one bill run at a time.`,
+		Args: cobra.NoArgs,
+	}, exitFailed, exitDiscrepancies, exitUntrusted)
+	var b billFlags
+	f := c.Flags()
+	f.StringVar(&b.channel, "channel", "", "the `CHANNEL`: alipay, wechatpay, stripe, unionpay, or csv (the generic format)")
+	f.Var(&b.date, "date", "the bill's day, YYYY-MM-DD, in the channel's time")
+	f.StringVar(&b.file, "file", "", "the bill at `PATH`, in the channel's real format (default: download it from the channel)")
+	f.StringVar(&b.csvChannel, "csv-channel", "csv", "with --channel csv: the `CHANNEL` the generic bill's lines were paid through")
+	f.StringVar(&b.report, "report", "", "write the report with its discrepancies to `OUT`.json, or the discrepancies to OUT.csv")
+	b.asJSON = jsonFlag(c)
+	_ = c.MarkFlagRequired("channel")
+	_ = c.MarkFlagRequired("date")
+	return a.withConfig(c, func(ctx context.Context, cfg *config.Config, log zerolog.Logger, _ []string) error {
+		return a.bill(ctx, cfg, b, log)
+	})
+}
+
+// billFlags are `paygw reconcile bill`'s flags.
+type billFlags struct {
+	channel, file, csvChannel, report string
+	date                              dayFlag
+	asJSON                            *bool
+}
+
+// billChannels are the values of --channel.
+var billChannels = []string{"alipay", "wechatpay", "stripe", "unionpay", "csv"}
+
+// dayFlag is a flag holding a day, YYYY-MM-DD.
+type dayFlag struct{ day time.Time }
+
+func (d *dayFlag) String() string {
+	if d.day.IsZero() {
+		return ""
 	}
-	day, err := time.Parse(time.DateOnly, *date)
+	return d.day.Format(time.DateOnly)
+}
+
+func (d *dayFlag) Set(s string) error {
+	t, err := time.Parse(time.DateOnly, s)
 	if err != nil {
-		return errors.New("reconcile bill: --date YYYY-MM-DD is required")
+		return fmt.Errorf("want a day as YYYY-MM-DD, e.g. %s", time.Now().Format(time.DateOnly))
 	}
-	cfg, err := config.Load(config.Path(*path), os.Environ())
-	if err != nil {
-		return err
+	d.day = t
+	return nil
+}
+
+func (d *dayFlag) Type() string { return "YYYY-MM-DD" }
+
+// bill is one channel's day against its bill.
+func (a *app) bill(ctx context.Context, cfg *config.Config, b billFlags, log zerolog.Logger) error {
+	if !slices.Contains(billChannels, b.channel) {
+		return usagef("reconcile bill: --channel %q: want one of %s", b.channel, strings.Join(billChannels, ", "))
 	}
 	// A run is of one channel's day, in that channel's zone, and of one source: a generic csv
 	// bill stands beside the channel's own, never in its place.
-	matchAs, source := *channel, repository.SourceChannel
+	matchAs, source := b.channel, repository.SourceChannel
 	if matchAs == "csv" {
-		matchAs, source = *csvChannel, repository.SourceCSV
+		matchAs, source = b.csvChannel, repository.SourceCSV
 	}
 	loc := channelDay(cfg, matchAs)
-	day = time.Date(day.Year(), day.Month(), day.Day(), 0, 0, 0, 0, loc)
-	log := newLogger(cfg.Log, stderr)
-	var r bills.Reader
-	from := *file
-	if *file != "" {
-		f, err := os.Open(*file) // #nosec G304 -- the bill the operator names
-		if err != nil {
-			return fmt.Errorf("reconcile bill: %w", err)
-		}
-		defer f.Close()
-		if r, err = billReader(*channel, f, day); err != nil {
-			return fmt.Errorf("reconcile bill: %s: %w", *file, err)
-		}
-	}
-
-	db, applier, done, err := openApplier(ctx, cfg, log)
+	day := time.Date(b.date.day.Year(), b.date.day.Month(), b.date.day.Day(), 0, 0, 0, 0, loc)
+	s, err := openStores(ctx, cfg, storeOptions{conns: 8, oneShot: true}, log)
 	if err != nil {
 		return err
 	}
-	defer done()
-	job := reconcile.New(db, applier, nil, reconcileConfig(cfg), log)
+	defer s.Close()
+	job := reconcile.New(s.db, s.applier, nil, reconcileConfig(cfg), log)
 	// One bill run at a time, whether serve's or this one: the same lease.
-	ctx, release, err := job.HoldBillLease(ctx, leaseHolder("reconcile bill"))
+	ctx, release, err := job.HoldBillLease(ctx, lease.Holder("reconcile bill"))
 	if err != nil {
 		return fmt.Errorf("reconcile bill: %w", err)
 	}
 	defer release()
-	if *file == "" {
-		// Without --file: the channel's own download, over its outbound credentials.
-		from = fmt.Sprintf("the %s bill of %s as downloaded", *channel, day.Format(time.DateOnly))
-		b, err := downloadBill(ctx, cfg, *channel, day, log)
-		if err != nil {
-			return fmt.Errorf("reconcile bill: %w", err)
-		}
-		defer b.Close()
-		if r, err = b.Reader(); err != nil {
-			return fmt.Errorf("reconcile bill: %s: %w", from, err)
-		}
+	r, from, closeBill, err := openBill(ctx, cfg, b, day, log)
+	if err != nil {
+		return fmt.Errorf("reconcile bill: %w", err)
 	}
-	progress := billProgress(stderr)
-	bc := reconcile.BillConfig{LocalOnlyGrace: cfg.Reconcile.LocalOnlyGrace, Location: loc, Source: source, Downloaded: *file == "",
+	defer closeBill()
+	bc := reconcile.BillConfig{LocalOnlyGrace: cfg.Reconcile.LocalOnlyGrace, Location: loc, Source: source, Downloaded: b.file == "",
 		Identity: billIdentity(cfg.Channels, matchAs)}
-	rep, err := job.RunBill(ctx, matchAs, day, r, bc, progress)
+	rep, err := job.RunBill(ctx, matchAs, day, r, bc, billProgress(a.stderr))
 	if err != nil {
 		return fmt.Errorf("reconcile bill: %s: %w", from, err)
 	}
-	printBillSummary(stdout, rep)
-	if *report != "" {
-		if err := writeBillReport(ctx, job, *report, rep); err != nil {
-			return fmt.Errorf("reconcile bill: --report: %w", err)
-		}
+	if err := a.printBill(ctx, job, rep, b); err != nil {
+		return err
 	}
 	switch {
 	case !rep.Trusted:
@@ -249,13 +264,57 @@ func billCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return nil
 }
 
-// leaseHolder names this process in a lease (at most 64 bytes): what it runs, host and pid.
-func leaseHolder(what string) string {
-	h := what + " on " + holderName()
-	if len(h) > 64 {
-		h = h[:64]
+// openBill opens the bill of b: --file, else the channel's download. from names it in errors.
+func openBill(ctx context.Context, cfg *config.Config, b billFlags, day time.Time, log zerolog.Logger) (r bills.Reader, from string, closeBill func(), err error) {
+	if b.file != "" {
+		f, err := os.Open(b.file) // #nosec G304 -- the bill the operator names
+		if err != nil {
+			return nil, "", nil, err
+		}
+		if r, err = billReader(b.channel, f, day); err != nil {
+			f.Close()
+			return nil, "", nil, fmt.Errorf("%s: %w", b.file, err)
+		}
+		return r, b.file, func() { f.Close() }, nil
 	}
-	return h
+	// Without --file: the channel's own download, over its outbound credentials.
+	from = fmt.Sprintf("the %s bill of %s as downloaded", b.channel, day.Format(time.DateOnly))
+	bf, err := downloadBill(ctx, cfg, b.channel, day, log)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	if r, err = bf.Reader(); err != nil {
+		bf.Close()
+		return nil, "", nil, fmt.Errorf("%s: %w", from, err)
+	}
+	return r, from, func() { bf.Close() }, nil
+}
+
+// printBill prints the run's summary (or, with --json, its report) and writes --report.
+func (a *app) printBill(ctx context.Context, job *reconcile.Job, rep reconcile.BillReport, b billFlags) error {
+	if *b.asJSON {
+		w := bufio.NewWriter(a.stdout)
+		if err := errors.Join(writeBillJSON(ctx, w, job, rep), w.Flush()); err != nil {
+			return fmt.Errorf("reconcile bill: --json: %w", err)
+		}
+	} else {
+		printBillSummary(a.stdout, rep)
+	}
+	if b.report != "" {
+		if err := writeBillReport(ctx, job, b.report, rep); err != nil {
+			return fmt.Errorf("reconcile bill: --report: %w", err)
+		}
+	}
+	return nil
+}
+
+// billIdentities is whom each channel's bills must name, from the configuration.
+func billIdentities(c config.Channels) map[string]reconcile.Identity {
+	ids := map[string]reconcile.Identity{}
+	for _, ch := range []string{"alipay", "wechatpay", "unionpay"} {
+		ids[ch] = billIdentity(c, ch)
+	}
+	return ids
 }
 
 // billReader opens f in channel's bill format.
@@ -325,22 +384,29 @@ func writeBillReport(ctx context.Context, job *reconcile.Job, path string, rep r
 		c.Flush()
 		err = errors.Join(err, c.Error())
 	} else {
-		head, _ := json.Marshal(rep) // plain values: cannot fail
-		_, _ = w.Write(head[:len(head)-1])
-		_, _ = w.WriteString(`,"discrepancies":[`)
-		first := true
-		err = job.Discrepancies(ctx, rep.RunID, func(d reconcile.Discrepancy) error {
-			if !first {
-				_ = w.WriteByte(',')
-			}
-			first = false
-			row, _ := json.Marshal(d)
-			_, werr := w.Write(row)
-			return werr
-		})
-		_, _ = w.WriteString("]}\n")
+		err = writeBillJSON(ctx, w, job, rep)
 	}
 	return errors.Join(err, w.Flush(), f.Close())
+}
+
+// writeBillJSON writes the report and its discrepancies as one JSON document, streaming the rows
+// from the database.
+func writeBillJSON(ctx context.Context, w *bufio.Writer, job *reconcile.Job, rep reconcile.BillReport) error {
+	head, _ := json.Marshal(rep) // plain values: cannot fail
+	_, _ = w.Write(head[:len(head)-1])
+	_, _ = w.WriteString(`,"discrepancies":[`)
+	first := true
+	err := job.Discrepancies(ctx, rep.RunID, func(d reconcile.Discrepancy) error {
+		if !first {
+			_ = w.WriteByte(',')
+		}
+		first = false
+		row, _ := json.Marshal(d)
+		_, werr := w.Write(row)
+		return werr
+	})
+	_, _ = w.WriteString("]}\n")
+	return err
 }
 
 func optInt(p *int64) string {
@@ -403,149 +469,4 @@ func downloadBill(ctx context.Context, cfg *config.Config, channel string, day t
 		}
 	}
 	return nil, fmt.Errorf("--channel %q: not enabled, or its outbound credentials are missing: give the bill with --file", channel)
-}
-
-// billCheckEvery is how often serve looks for a daily bill to run: a failed run is tried again
-// at the next look.
-const billCheckEvery = 10 * time.Minute
-
-// dailyBills runs yesterday's bill of every channel with outbound credentials once it is past
-// reconcile.bill_at in that channel's time (Beijing time for the Chinese channels,
-// reconcile.stripe_timezone for Stripe), under the bill lease (reconcile.BillLease, the one
-// `paygw reconcile bill` takes too).
-type dailyBills struct {
-	db           *repository.DB
-	job          *reconcile.Job
-	ds           []channels.BillDownloader
-	holder       string
-	hour, minute int
-	stripeDay    *time.Location
-	grace        time.Duration
-	ids          config.Channels
-	log          zerolog.Logger
-}
-
-// serveDailyBills looks every billCheckEvery, and at start: a day with a complete run of the
-// channel's bill is done; any other (none yet, or one that failed) is run, and a failure is
-// logged and tried again at the next look.
-func serveDailyBills(ctx context.Context, cfg *config.Config, db *repository.DB, applier reconcile.Applier, ds []channels.BillDownloader, holder string, met *metrics.Metrics, log zerolog.Logger) {
-	hour, minute, _ := cfg.Reconcile.BillAtClock() // validated
-	stripeDay, _ := time.LoadLocation(cfg.Reconcile.StripeTimezone)
-	job := reconcile.New(db, applier, nil, reconcileConfig(cfg), log)
-	job.Metrics = met
-	d := dailyBills{db: db, job: job, ds: ds, holder: holder, hour: hour, minute: minute, stripeDay: stripeDay,
-		grace: cfg.Reconcile.LocalOnlyGrace, ids: cfg.Channels, log: log}
-	t := time.NewTicker(billCheckEvery)
-	defer t.Stop()
-	for {
-		d.once(ctx, time.Now())
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// once is one look: the bills due at now that have no complete run, run under the lease.
-func (b dailyBills) once(ctx context.Context, now time.Time) {
-	type due struct {
-		d   channels.BillDownloader
-		day time.Time
-	}
-	var todo []due
-	for _, d := range b.ds {
-		loc := shanghai
-		if d.Name() == "stripe" {
-			loc = b.stripeDay
-		}
-		local := now.In(loc)
-		y, m, dd := local.Date()
-		if local.Before(time.Date(y, m, dd, b.hour, b.minute, 0, 0, loc)) {
-			continue
-		}
-		day := time.Date(y, m, dd-1, 0, 0, 0, 0, loc)
-		if done, err := b.done(ctx, d.Name(), day); done || err != nil {
-			if err != nil {
-				b.log.Warn().Err(err).Str("channel", d.Name()).Msg("reconcile bill: reading the day's run")
-			}
-			continue
-		}
-		todo = append(todo, due{d, day})
-	}
-	if len(todo) == 0 {
-		return
-	}
-	ctx, release, err := b.job.HoldBillLease(ctx, b.holder)
-	if err != nil {
-		var held *reconcile.LeaseHeldError
-		if !errors.As(err, &held) {
-			b.log.Warn().Err(err).Msg("reconcile bill: the lease")
-		}
-		return // another replica or a `paygw reconcile bill` runs, or the database is away: next look
-	}
-	defer release()
-	for _, t := range todo {
-		if ctx.Err() != nil {
-			return
-		}
-		// Another replica may have completed it between the look and the lease.
-		if done, err := b.done(ctx, t.d.Name(), t.day); done || err != nil {
-			continue
-		}
-		rep, err := b.run(ctx, t.d, t.day)
-		l := b.log.With().Str("channel", t.d.Name()).Str("bill_date", t.day.Format(time.DateOnly)).Logger()
-		if err != nil {
-			l.Warn().Err(err).Msg("reconcile bill: the daily run failed; tried again at the next look")
-			continue
-		}
-		ev := l.Info()
-		if !rep.Settled() || !rep.Trusted {
-			ev = l.Warn()
-		}
-		ev.Int("lines", rep.Lines).Interface("counts", rep.Counts).Bool("trusted", rep.Trusted).Strs("untrusted", rep.Untrusted).
-			Bool("settled", rep.Settled()).Msg("reconcile bill")
-	}
-}
-
-// done reports whether channel's day has a complete run of the channel's own bill (trusted or
-// not: an untrusted one waits for a person, not for another download).
-func (b dailyBills) done(ctx context.Context, channel string, day time.Time) (bool, error) {
-	_, err := b.db.RunOf(ctx, channel, repository.SourceChannel, day)
-	if errors.Is(err, payment.ErrNotFound) {
-		return false, nil
-	}
-	return err == nil, err
-}
-
-// run downloads d's bill of day and runs it.
-func (b dailyBills) run(ctx context.Context, d channels.BillDownloader, day time.Time) (reconcile.BillReport, error) {
-	f, err := d.DownloadBill(ctx, day)
-	if err != nil {
-		return reconcile.BillReport{}, err
-	}
-	defer f.Close()
-	r, err := f.Reader()
-	if err != nil {
-		return reconcile.BillReport{}, err
-	}
-	return b.job.RunBill(ctx, d.Name(), day, r, reconcile.BillConfig{LocalOnlyGrace: b.grace, Location: day.Location(),
-		Source: repository.SourceChannel, Downloaded: true, Identity: billIdentity(b.ids, d.Name())}, nil)
-}
-
-// openApplier opens what a one-shot command needs to apply events as serve does: MySQL, Redis
-// bound to the database's identity, and the Applier. done closes them.
-func openApplier(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*repository.DB, *apply.Applier, func(), error) {
-	db, err := repository.Open(ctx, cfg.MySQL.DSN, 8)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	redis.SetLogger(guard.LibraryLogger(log))
-	g := guard.New(guardOptions(cfg.Redis, nil), log)
-	applier := apply.New(db, g, cfg.Idempotency.RedisTTL, log)
-	g.Suspend()
-	if err := identity.New(db, g, log.Level(zerolog.WarnLevel), applier.ForgetMarkers).Check(ctx); err != nil {
-		log.Warn().Err(err).Msg("database identity unknown: redis markers off for this run")
-	}
-	return db, applier, func() { _ = g.Close(); _ = db.Close() }, nil
 }

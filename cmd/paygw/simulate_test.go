@@ -3,10 +3,13 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/paygw/paygw/internal/testenv"
@@ -118,5 +121,43 @@ func TestSimulateAgainstServe(t *testing.T) {
 	}
 	if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM orders WHERE trade_no = ? AND status = 'PAID'`, late); n != 1 {
 		t.Fatal("the late order was not paid by the redelivery")
+	}
+}
+
+// `paygw simulate notify` exits 1 when the gateway accepted none of its notifications, and 0 when
+// it accepted one: a storm against a gateway that refuses every signature is not a success.
+func TestSimulateNotifyExitCode(t *testing.T) {
+	keys, _ := sandboxKeys(t)
+	tests := map[string]struct {
+		answers []int // the gateway's statuses, in order, then the last one repeated
+		code    int
+		summary string
+	}{
+		"all refused":        {[]int{http.StatusBadRequest}, exitFailed, "3 sent: 0 success, 3 refusal, 0 retry, 0 error"},
+		"all retried":        {[]int{http.StatusServiceUnavailable}, exitFailed, "3 sent: 0 success, 0 refusal, 3 retry, 0 error"},
+		"one accepted":       {[]int{http.StatusBadRequest, http.StatusBadRequest, http.StatusOK}, exitOK, "3 sent: 1 success, 2 refusal"},
+		"every one accepted": {[]int{http.StatusOK}, exitOK, "3 sent: 3 success, 0 refusal"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var mu sync.Mutex
+			n := 0
+			gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				mu.Lock()
+				status := tc.answers[min(n, len(tc.answers)-1)]
+				n++
+				mu.Unlock()
+				w.WriteHeader(status)
+			}))
+			defer gw.Close()
+			r := runPaygw(t, nil, "simulate", "notify", "--keys", keys, "--target", gw.URL, "--channel", "alipay",
+				"--trade-no", "PSIM1", "--amount-fen", "1999", "--repeat", "3")
+			if r.code != tc.code || !strings.Contains(r.stdout, tc.summary) {
+				t.Fatalf("exit %d, want %d; want %q\nstdout:\n%s\nstderr:\n%s", r.code, tc.code, tc.summary, r.stdout, r.stderr)
+			}
+			if tc.code == exitFailed && !strings.Contains(r.stderr, "accepted none of the 3 notification(s)") {
+				t.Errorf("stderr does not say none was accepted:\n%s", r.stderr)
+			}
+		})
 	}
 }

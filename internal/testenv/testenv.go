@@ -425,6 +425,18 @@ func Eventually(tb testing.TB, timeout time.Duration, cond func() error) {
 	EventuallyEvery(tb, timeout, 0, cond)
 }
 
+// Until is Eventually for a condition that is true or not: it fails the test with "what: not
+// within timeout" when cond has not held in time.
+func Until(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	Eventually(tb, timeout, func() error {
+		if cond() {
+			return nil
+		}
+		return errors.New(what)
+	})
+}
+
 // EventuallyEvery is Eventually with a fixed pause between calls (0: Eventually's back-off), for
 // a condition that cannot be read faster: InnoDB refreshes INNODB_TRX only when it was last
 // read over 100 ms ago, so polling it more often never sees a change.
