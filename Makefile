@@ -22,7 +22,8 @@ services-down:
 	scripts/services.sh down
 
 # The full -v log goes to .test.log (the terminal shows go test's summary lines and failures);
-# then every secret the tests configured (.test.secrets) must be absent from it.
+# then every secret the tests configured (.test.secrets) must be absent from it and from the
+# services' logs (.services/).
 test: export PAYGW_TEST_MYSQL_DSN = root@tcp(127.0.0.1:$(MYSQL_PORT))/
 test: export PAYGW_TEST_REDIS_ADDR = 127.0.0.1:$(REDIS_PORT)
 test: export PAYGW_TEST_SECRETS_FILE = $(CURDIR)/.test.secrets
@@ -34,7 +35,7 @@ test: services
 	  status=$${PIPESTATUS[0]}; \
 	  [ "$$status" = 0 ] || grep -E -B25 '^\s*--- FAIL|^panic:' .test.log | grep -v '^redis: ' | head -300; \
 	  exit $$status
-	go run ./internal/secretscan -secrets .test.secrets -log .test.log
+	go run ./internal/secretscan -secrets .test.secrets -log .test.log -log .services
 	scripts/chaos.sh --short
 	scripts/chaos.sh --cluster --short
 	scripts/model.sh

@@ -11,8 +11,9 @@
  *   LIVE                adds the liveness claim p5 (run with pan -a -f)
  * Properties can be checked one at a time: ONLY_P1 .. ONLY_P4 (default: all four).
  * Fault budgets: MAXRB rollbacks, MAXCRASH replica crashes, MAXOUT Redis outages, MAXTXF
- * failed or ambiguous commits, MAXGF groups failed by their other item. Lock expiry and Redis
- * flushes are unbounded.
+ * failed or ambiguous commits, MAXGF groups failed by their other item, MAXSHARE payments of a
+ * second order C under A's transaction id, MAXDL callers leaving a running group on their
+ * deadline. Lock expiry and Redis flushes are unbounded.
  */
 
 #ifndef MAXRB
@@ -30,6 +31,12 @@
 
 #ifndef MAXGF
 #define MAXGF 1
+#endif
+#ifndef MAXSHARE
+#define MAXSHARE 1
+#endif
+#ifndef MAXDL
+#define MAXDL 1
 #endif
 
 #define NEP (MAXRB + 1)   /* epochs 0..MAXRB: the epoch moves on once per detected rollback */
@@ -65,6 +72,15 @@ bit  paidB;       /* B's order is PAID */
 bit  recB;        /* B's payment record is committed */
 byte paidtxB;     /* WAIT_PAY -> PAID transitions of B */
 byte gfail;       /* groups failed by B's item so far */
+byte gpend;       /* replica+1 whose process runs a group its caller left (batch.Do returned on
+                   * the caller's deadline); the group holds A's row lock until it ends; 0 none */
+byte dls;         /* callers that left a running group so far */
+
+/* ---- a second order C paid under A's channel transaction id (a channel's bug, which the code
+ * meets: TestGroupApplyFailedGroupGoesAlone). Its record has A's record key, so when C's payment
+ * holds it, A's insert is a duplicate key while A's order is still WAIT_PAY. ---- */
+bit  recC;        /* the committed record is C's payment's, not A's */
+byte shares;      /* C's payments applied so far */
 
 /* ---- Redis: one done marker and one trade guard per namespace (epoch) ---- */
 bit  up = 1;
@@ -193,6 +209,13 @@ group:		/* the group's SELECT ... FOR UPDATE: A is in the group only if its orde
 			:: else
 			fi
 		}
+		/* batch.Do returns on the caller's deadline while its group runs on in this process: the
+		 * caller answers retry and releases its guard; the group commits or fails later
+		 * (LeftGroup), and no marker is written for it */
+		if
+		:: atomic { dls < MAXDL -> dls++; gpend = me + 1; upd = 0 }; goto fail
+		:: skip
+		fi;
 		/* B's item is the one that fails: its record insert fails the group, rolled back whole */
 		if
 		:: atomic { gfail < MAXGF -> gfail++; rowlock = 0; upd = 0; applyB() }; goto groupfail
@@ -258,6 +281,10 @@ done:
 			:: rowlock == me + 1 -> rowlock = 0
 			:: else
 			fi;
+			if
+			:: gpend == me + 1 -> gpend = 0  /* the group its caller left dies with the process */
+			:: else
+			fi;
 			cache[me] = 0; ns[me] = dbep;  /* a new process reads the identity at start */
 			req[me] = 0; start = 0; lep = 0; haslock = 0; upd = 0
 		}
@@ -275,12 +302,32 @@ active proctype Channel() {
 }
 
 /* The database goes back in time (a restore, a failover to a replica that missed commits): the
- * last committed payment is lost, Redis keeps its markers. A busy replica crashes. */
+ * last committed payment is lost, Redis keeps its markers. A busy replica crashes. C's payment,
+ * under A's transaction id, commits the record (C's own order row is not A's: only A's open
+ * transaction, whose insert would hold the key, keeps it out). */
 active proctype Faults() {
 	do
-	:: atomic { rec && rbs < MAXRB && rowlock == 0 -> rec = 0; paid = 0; paidtx--; lost = 1; rbs++ }
+	:: atomic { rec && rbs < MAXRB && rowlock == 0 -> rec = 0; lost = 1; rbs++;
+		if
+		:: recC -> recC = 0
+		:: else -> paid = 0; paidtx--
+		fi }
+	:: atomic { shares < MAXSHARE && !rec && rowlock == 0 -> shares++; rec = 1; recC = 1 }
 	:: atomic { crashes < MAXCRASH && req[0] -> crash[0] = 1; crashes++ }
 	:: atomic { crashes < MAXCRASH && req[1] -> crash[1] = 1; crashes++ }
+	od
+}
+
+/* A group whose caller left runs on: it commits (A's payment durable, nobody told so, no marker
+ * written) or fails (nothing of A). It held A's row lock since it found the order WAIT_PAY. */
+active proctype LeftGroup() {
+	do
+	:: atomic { gpend != 0 -> paid = 1; paidtx++; rec = 1; rowlock = 0; gpend = 0; applyB()
+#ifdef CHECK_P1
+		; assert(paidtx <= 1)
+#endif
+	}
+	:: atomic { gpend != 0 -> rowlock = 0; gpend = 0; applyB() }
 	od
 }
 

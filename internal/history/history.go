@@ -154,45 +154,54 @@ func Generate(seed uint64) History {
 	rng.Shuffle(len(chs), func(i, j int) { chs[i], chs[j] = chs[j], chs[i] })
 	paid := 0
 	for i := range n {
-		a := Attempt{Channel: chs[i], At: randomTime(rng, 0, Window-6*time.Hour)}
-		switch x := rng.IntN(10); {
-		case x < 5 && paid < 2 && (paid == 0 || rng.IntN(3) == 0):
-			a.Outcome = Paid
+		a := generateAttempt(rng, chs[i], paid)
+		if a.Outcome == Paid {
 			paid++
-		case x < 8 && a.Channel != UnionPay: // UnionPay says nothing of a close (see Messages)
-			a.Outcome = Closed
-		default:
-			a.Outcome = Open
-		}
-		a.Absent = a.Outcome != Paid && rng.IntN(3) == 0
-		switch a.Channel {
-		case Stripe:
-			a.Checkout, a.RefundList = rng.IntN(2) == 0, rng.IntN(2) == 0
-		case Alipay:
-			a.GBK, a.CloseNotify = rng.IntN(3) == 0, rng.IntN(2) == 0
-		}
-		if day := DayOf(a.Channel, a.At); a.Outcome == Paid && a.Channel != Stripe && rng.IntN(8) == 0 && dayEnd(a.Channel, day) <= Window-6*time.Hour {
-			// Near midnight: the Chinese channels' bill carries it on the next day (see Lines).
-			// Stripe's report is cut by created time exactly.
-			a.At = dayEnd(a.Channel, day) - time.Duration(1+rng.IntN(100))*time.Second
 		}
 		h.Attempts = append(h.Attempts, a)
 	}
-	var payers []int
-	for i, a := range h.Attempts {
-		if a.Outcome == Paid {
-			payers = append(payers, i)
-		}
+	if payers := h.Payers(); len(payers) > 0 {
+		h.Refunds = generateRefunds(rng, h, payers)
 	}
-	if len(payers) == 0 {
-		return h
+	return h
+}
+
+// generateAttempt draws one attempt on channel ch, paid at most twice in a history (paid so far).
+func generateAttempt(rng *rand.Rand, ch string, paid int) Attempt {
+	a := Attempt{Channel: ch, At: randomTime(rng, 0, Window-6*time.Hour)}
+	switch x := rng.IntN(10); {
+	case x < 5 && paid < 2 && (paid == 0 || rng.IntN(3) == 0):
+		a.Outcome = Paid
+	case x < 8 && a.Channel != UnionPay: // UnionPay says nothing of a close (see Messages)
+		a.Outcome = Closed
+	default:
+		a.Outcome = Open
 	}
+	a.Absent = a.Outcome != Paid && rng.IntN(3) == 0
+	switch a.Channel {
+	case Stripe:
+		a.Checkout, a.RefundList = rng.IntN(2) == 0, rng.IntN(2) == 0
+	case Alipay:
+		a.GBK, a.CloseNotify = rng.IntN(3) == 0, rng.IntN(2) == 0
+	}
+	if day := DayOf(a.Channel, a.At); a.Outcome == Paid && a.Channel != Stripe && rng.IntN(8) == 0 && dayEnd(a.Channel, day) <= Window-6*time.Hour {
+		// Near midnight: the Chinese channels' bill carries it on the next day (see Lines).
+		// Stripe's report is cut by created time exactly.
+		a.At = dayEnd(a.Channel, day) - time.Duration(1+rng.IntN(100))*time.Second
+	}
+	return a
+}
+
+// generateRefunds draws up to four refunds of h's payments (payers: the paid attempts), each
+// after its payment and the refund before it, never past what was paid; in time order.
+func generateRefunds(rng *rand.Rand, h History, payers []int) []Refund {
 	nref := []int{0, 0, 1, 1, 2, 2, 3, 4}[rng.IntN(8)]
 	left := map[int]int64{}
 	last := map[int]time.Duration{}
 	for _, p := range payers {
 		left[p], last[p] = h.AmountFen, h.Attempts[p].At
 	}
+	var refunds []Refund
 	prev := int64(0)
 	for range nref {
 		p := payers[0]
@@ -219,13 +228,13 @@ func Generate(seed uint64) History {
 		if h.Attempts[p].Channel == Alipay && rng.IntN(3) == 0 {
 			r.NoBillID = true
 		}
-		h.Refunds = append(h.Refunds, r)
+		refunds = append(refunds, r)
 		left[p] -= fen
 		last[p] = at
 		prev = fen
 	}
-	slices.SortStableFunc(h.Refunds, func(a, b Refund) int { return int(a.At - b.At) })
-	return h
+	slices.SortStableFunc(refunds, func(a, b Refund) int { return int(a.At - b.At) })
+	return refunds
 }
 
 // randomTime is a whole second in [from, to); from < to.

@@ -1,8 +1,16 @@
 // Command secretscan proves a test run logged none of the secrets its tests configured: it reads
-// the secrets file (one per line, written by testenv.Secret) and a log file, and exits 1 naming,
-// by their first four characters only, the secrets the log contains.
+// the secrets file (one per line, written by testenv.Secret) and the logs named by -log (a file,
+// or a directory whose *.log files are read, recursively; -log may repeat), and exits 1 naming,
+// by their first four characters only, the secrets a log contains.
 //
-//	go run ./internal/secretscan -secrets .test.secrets -log .test.log
+//	go run ./internal/secretscan -secrets .test.secrets -log .test.log -log .services
+//
+// What it sees is only what reaches those files. `make test` gives it the output of `go test -v`
+// (.test.log: what the tests and the code under test wrote through t.Log, the test loggers and
+// the test processes' stdout and stderr) and the logs of the services the tests ran against
+// (.services/: MariaDB and Redis). It does not see what a child process wrote into a
+// test's temporary directory (removed when the test ends) unless the test copied it to its log,
+// nor HTTP bodies or Redis values that were never logged.
 package main
 
 import (
@@ -12,7 +20,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 )
@@ -31,30 +41,71 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("secretscan", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	secretsPath := fs.String("secrets", os.Getenv("PAYGW_TEST_SECRETS_FILE"), "file of secrets, one per line (default $PAYGW_TEST_SECRETS_FILE)")
-	logPath := fs.String("log", "", "log file to scan")
+	var logArgs []string
+	fs.Func("log", "log file, or directory of *.log files, to scan (repeatable)", func(p string) error {
+		logArgs = append(logArgs, p)
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *secretsPath == "" || *logPath == "" {
-		return errors.New("usage: secretscan -secrets FILE -log FILE")
+	if *secretsPath == "" || len(logArgs) == 0 {
+		return errors.New("usage: secretscan -secrets FILE -log FILE|DIR [-log FILE|DIR ...]")
 	}
 	secrets, err := readSecrets(*secretsPath)
 	if err != nil {
 		return err
 	}
-	log, err := os.ReadFile(*logPath)
+	logs, err := logFiles(logArgs)
 	if err != nil {
 		return err
 	}
-	found := scan(secrets, log)
-	if len(found) == 0 {
-		fmt.Fprintf(stdout, "secretscan: none of %d secrets appears in %s (%d bytes)\n", len(secrets), *logPath, len(log))
-		return nil
+	var total int64
+	var hits int
+	for _, path := range logs {
+		log, err := os.ReadFile(path) // #nosec G304 -- reading the logs the caller names is this tool's job
+		if err != nil {
+			return err
+		}
+		total += int64(len(log))
+		for _, s := range scan(secrets, log) {
+			hits++
+			fmt.Fprintf(stderr, "secretscan: secret %s... appears in %s\n", prefix(s), path)
+		}
 	}
-	for _, s := range found {
-		fmt.Fprintf(stderr, "secretscan: %s appears in %s: secret %s...\n", *logPath, *logPath, prefix(s))
+	if hits > 0 {
+		return fmt.Errorf("%d secret(s) found in %d log(s)", hits, len(logs))
 	}
-	return fmt.Errorf("%d secret(s) found in %s", len(found), *logPath)
+	fmt.Fprintf(stdout, "secretscan: none of %d secrets appears in %d log(s) (%d bytes): %s\n", len(secrets), len(logs), total, strings.Join(logs, " "))
+	return nil
+}
+
+// logFiles lists the files args name: a file as it is, a directory as the *.log files under it.
+func logFiles(args []string) ([]string, error) {
+	var out []string
+	for _, a := range args {
+		st, err := os.Stat(a)
+		if err != nil {
+			return nil, err
+		}
+		if !st.IsDir() {
+			out = append(out, a)
+			continue
+		}
+		err = filepath.WalkDir(a, func(p string, d iofs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.Type().IsRegular() && strings.HasSuffix(p, ".log") {
+				out = append(out, p)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // readSecrets reads one secret a line, dropping blanks and repeats. A secret shorter than minLen

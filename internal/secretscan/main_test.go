@@ -58,3 +58,42 @@ func TestShortSecretRefused(t *testing.T) {
 		t.Fatal("a two-byte secret was accepted")
 	}
 }
+
+// A directory is scanned through its *.log files, at any depth; other files are not logs.
+func TestScanDirectory(t *testing.T) {
+	dir := t.TempDir()
+	secrets := filepath.Join(dir, "secrets")
+	if err := os.WriteFile(secrets, []byte("whsec_leaked0001\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logs := filepath.Join(dir, "services")
+	files := map[string]string{
+		"mariadb-3306.log":      "clean\n",
+		"redis-6379/server.log": "got whsec_leaked0001\n",
+		"mariadb-3306/ibdata1":  "whsec_leaked0001 in a data file, not a log\n",
+	}
+	for name, body := range files {
+		p := filepath.Join(logs, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clean := filepath.Join(dir, "test.log")
+	if err := os.WriteFile(clean, []byte("ok\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	err := run([]string{"-secrets", secrets, "-log", clean, "-log", logs}, &bytes.Buffer{}, &stderr)
+	if err == nil || !strings.Contains(stderr.String(), filepath.Join("redis-6379", "server.log")) || strings.Contains(stderr.String(), "ibdata1") {
+		t.Fatalf("run = %v, report %q; want the leak in redis-6379/server.log alone", err, stderr.String())
+	}
+	if err := os.Remove(filepath.Join(logs, "redis-6379", "server.log")); err != nil {
+		t.Fatal(err)
+	}
+	if err := run([]string{"-secrets", secrets, "-log", clean, "-log", logs}, &bytes.Buffer{}, &bytes.Buffer{}); err != nil {
+		t.Fatalf("clean logs: %v", err)
+	}
+}
