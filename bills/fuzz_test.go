@@ -68,7 +68,7 @@ func FuzzUnionPayZM(f *testing.F) {
 		zmRow("04", "0101100000", "500", "512501011000000003", "T1", "512412312359590001")))
 	f.Add(zmLine(f, zmRow("31", "0101000001", "1", "1", "订单", "2")))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		readAll(t, NewUnionPayZM(bytes.NewReader(data), time.Date(2025, 1, 1, 0, 0, 0, 0, shanghai)), maxCalls(data))
+		readAll(t, NewUnionPayZM(bytes.NewReader(data), time.Date(2025, 1, 1, 0, 0, 0, 0, ChinaTime)), maxCalls(data))
 	})
 }
 
@@ -80,7 +80,7 @@ func FuzzUnionPayZip(f *testing.F) {
 	f.Add(zipOf(f, zipEntry{[]byte("INN25010188ZME_777290058110048"), []byte("x\n")}, zipEntry{[]byte("INN25010188ZM_777290058110048"), zm}))
 	f.Add(zipOf(f, zipEntry{[]byte("only"), zm[:len(zm)/2]}))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		r, err := NewUnionPayZip(bytes.NewReader(data), int64(len(data)), time.Date(2025, 1, 1, 0, 0, 0, 0, shanghai))
+		r, err := NewUnionPayZip(bytes.NewReader(data), int64(len(data)), time.Date(2025, 1, 1, 0, 0, 0, 0, ChinaTime))
 		if err != nil {
 			wantFormat(t, result{err: err}, "")
 			return

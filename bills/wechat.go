@@ -253,7 +253,7 @@ func (w *WeChat) row(no int, text string) (l Line, skip bool, err error) {
 		return Line{}, false, lineErr(no, "商户订单号 empty")
 	}
 	ts := trimField(f[c.time])
-	if l.Time, err = time.ParseInLocation(time.DateTime, ts, shanghai); err != nil {
+	if l.Time, err = time.ParseInLocation(time.DateTime, ts, ChinaTime); err != nil {
 		return Line{}, false, lineErr(no, "交易时间 %s: want yyyy-MM-dd HH:mm:ss", quote(ts))
 	}
 	if c.mchID >= 0 {

@@ -11,7 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paygw/paygw/apply"
-	"github.com/paygw/paygw/channels"
+	"github.com/paygw/paygw/channels/all"
 	"github.com/paygw/paygw/config"
 	"github.com/paygw/paygw/guard"
 	"github.com/paygw/paygw/internal/testenv"
@@ -60,7 +60,7 @@ func TestDailyBills(t *testing.T) {
 	defer g.Close()
 	g.Suspend()
 	applier := apply.New(db, g, cfg.Idempotency.RedisTTL, log)
-	chs, err := channels.FromConfig(cfg.Channels)
+	chs, err := all.FromConfig(cfg.Channels)
 	if err != nil {
 		t.Fatal(err)
 	}

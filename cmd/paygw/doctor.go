@@ -23,6 +23,9 @@ import (
 	"software.sslmate.com/src/go-pkcs12"
 
 	"github.com/paygw/paygw/channels"
+	"github.com/paygw/paygw/channels/all"
+	"github.com/paygw/paygw/channels/unionpay"
+	"github.com/paygw/paygw/channels/wechatpay"
 	"github.com/paygw/paygw/config"
 	"github.com/paygw/paygw/guard"
 	"github.com/paygw/paygw/repository"
@@ -93,7 +96,7 @@ func doctorCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 func doctor(ctx context.Context, cfg *config.Config, c *checklist, probe bool) {
 	doctorSecrets(cfg, c)
 	doctorKeys(cfg, c)
-	chs, err := channels.FromConfig(cfg.Channels)
+	chs, err := all.FromConfig(cfg.Channels)
 	if err != nil {
 		c.fail("channels", "%v", err)
 	} else {
@@ -323,7 +326,7 @@ func doctorChain(chs []channels.Channel, c *checklist) {
 	now := time.Now()
 	for _, ch := range chs {
 		switch v := ch.(type) {
-		case *channels.UnionPay:
+		case *unionpay.Channel:
 			for _, cert := range v.Chain() {
 				if now.After(cert.NotAfter) {
 					c.fail("unionpay chain", "%s: expired", cert)
@@ -331,7 +334,7 @@ func doctorChain(chs []channels.Channel, c *checklist) {
 					c.ok("unionpay chain", "%s %q %s, expires in %d day(s)", cert.Role, cert.CommonName, cert.SignatureAlgorithm, daysLeft(cert.NotAfter, now))
 				}
 			}
-		case *channels.WeChatPay:
+		case *wechatpay.Channel:
 			mode := "public-key mode"
 			if v.CertificateMode() {
 				mode = "certificate mode (platform certificates followed while serve runs)"
@@ -493,7 +496,7 @@ func probeMessage(cfg *config.Config, channel string) (simulate.Message, error) 
 // doctorQueries makes one read-only call per channel with outbound credentials: a trade query
 // of an order that cannot exist, whose verified answer is "not paid".
 func doctorQueries(ctx context.Context, cfg *config.Config, chs []channels.Channel, c *checklist) {
-	qs, skipped, err := channels.QueriersFromConfig(cfg.Channels, chs, &http.Client{Timeout: outboundTimeout})
+	qs, skipped, err := all.QueriersFromConfig(cfg.Channels, chs, &http.Client{Timeout: outboundTimeout})
 	if err != nil {
 		c.fail("query", "%v", err)
 		return

@@ -23,6 +23,9 @@ import (
 
 	"github.com/paygw/paygw/apply"
 	"github.com/paygw/paygw/channels"
+	"github.com/paygw/paygw/channels/all"
+	"github.com/paygw/paygw/channels/unionpay"
+	"github.com/paygw/paygw/channels/wechatpay"
 	"github.com/paygw/paygw/config"
 	"github.com/paygw/paygw/explain"
 	"github.com/paygw/paygw/guard"
@@ -273,12 +276,12 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 		ReturnOriginalResult: cfg.Idempotency.ReturnOriginalResult,
 	}, handlers.RenderCreate, log)
 	svc.SetGroupLanes(cfg.MySQL.GroupLanes)
-	chs, err := channels.FromConfig(cfg.Channels)
+	chs, err := all.FromConfig(cfg.Channels)
 	if err != nil {
 		return err
 	}
 	for _, ch := range chs {
-		if up, ok := ch.(*channels.UnionPay); ok {
+		if up, ok := ch.(*unionpay.Channel); ok {
 			for _, c := range up.Chain() {
 				log.Info().Str("role", c.Role).Str("cn", c.CommonName).Str("signature_algorithm", c.SignatureAlgorithm).
 					Time("not_after", c.NotAfter).Msg("unionpay trusts this certificate")
@@ -327,8 +330,8 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	// every 12 h in the background (a failure keeps the certificates trusted so far), and one for a
 	// notification of an unknown serial.
 	for _, ch := range chs {
-		if wp, ok := ch.(*channels.WeChatPay); ok && wp.CertificateMode() {
-			certs, err := channels.NewWeChatCertificates(cfg.Channels.WeChatPay, wp, &http.Client{Timeout: outboundTimeout}, func(added []string, err error) {
+		if wp, ok := ch.(*wechatpay.Channel); ok && wp.CertificateMode() {
+			certs, err := wechatpay.NewCertificates(cfg.Channels.WeChatPay, wp, &http.Client{Timeout: outboundTimeout}, func(added []string, err error) {
 				if err != nil {
 					log.Warn().Err(err).Msg("wechatpay platform certificates not downloaded; the trusted ones stay")
 				} else if len(added) > 0 {
@@ -341,7 +344,7 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 			case err != nil:
 				return err
 			default:
-				go certs.Run(ctx, channels.WeChatCertificateRefresh)
+				go certs.Run(ctx, wechatpay.CertificateRefresh)
 			}
 		}
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/paygw/paygw/apply"
 	"github.com/paygw/paygw/bills"
 	"github.com/paygw/paygw/channels"
+	"github.com/paygw/paygw/channels/all"
 	"github.com/paygw/paygw/config"
 	"github.com/paygw/paygw/guard"
 	"github.com/paygw/paygw/identity"
@@ -40,7 +41,7 @@ const outboundTimeout = 10 * time.Second
 // queriers builds the trade queriers of the enabled channels, warning once for each channel
 // whose outbound credentials are missing.
 func queriers(cfg *config.Config, chs []channels.Channel, log zerolog.Logger) ([]channels.Querier, error) {
-	qs, skipped, err := channels.QueriersFromConfig(cfg.Channels, chs, &http.Client{Timeout: outboundTimeout})
+	qs, skipped, err := all.QueriersFromConfig(cfg.Channels, chs, &http.Client{Timeout: outboundTimeout})
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +95,7 @@ func reconcileCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	defer done()
-	chs, err := channels.FromConfig(cfg.Channels)
+	chs, err := all.FromConfig(cfg.Channels)
 	if err != nil {
 		return err
 	}
@@ -374,7 +375,7 @@ const billDownloadTimeout = 10 * time.Minute
 // channel whose outbound credentials are missing.
 func billDownloaders(cfg *config.Config, chs []channels.Channel, log zerolog.Logger) ([]channels.BillDownloader, error) {
 	stripeDay, _ := time.LoadLocation(cfg.Reconcile.StripeTimezone) // validated
-	ds, skipped, err := channels.BillDownloadersFromConfig(cfg.Channels, chs, stripeDay, &http.Client{Timeout: billDownloadTimeout})
+	ds, skipped, err := all.BillDownloadersFromConfig(cfg.Channels, chs, stripeDay, &http.Client{Timeout: billDownloadTimeout})
 	if err != nil {
 		return nil, err
 	}
@@ -389,7 +390,7 @@ func downloadBill(ctx context.Context, cfg *config.Config, channel string, day t
 	if channel == "csv" {
 		return nil, errors.New("--channel csv is a file format: --file is required")
 	}
-	chs, err := channels.FromConfig(cfg.Channels)
+	chs, err := all.FromConfig(cfg.Channels)
 	if err != nil {
 		return nil, err
 	}

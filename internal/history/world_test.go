@@ -23,6 +23,7 @@ import (
 	"github.com/paygw/paygw/apply"
 	"github.com/paygw/paygw/bills"
 	"github.com/paygw/paygw/channels"
+	"github.com/paygw/paygw/channels/all"
 	"github.com/paygw/paygw/config"
 	"github.com/paygw/paygw/guard"
 	"github.com/paygw/paygw/handlers"
@@ -102,11 +103,11 @@ func newWorld(t testing.TB) *world {
 		t.Fatal(err)
 	}
 	w := &world{t: t, fake: fake, client: &http.Client{Timeout: 30 * time.Second}, token: testenv.Secret(t, "history-token-"+testenv.Random(8))}
-	if w.chs, err = channels.FromConfig(cfg.Channels); err != nil {
+	if w.chs, err = all.FromConfig(cfg.Channels); err != nil {
 		t.Fatal(err)
 	}
 	var skipped []error
-	if w.qs, skipped, err = channels.QueriersFromConfig(cfg.Channels, w.chs, &http.Client{Timeout: 10 * time.Second}); err != nil || len(skipped) > 0 || len(w.qs) != 4 {
+	if w.qs, skipped, err = all.QueriersFromConfig(cfg.Channels, w.chs, &http.Client{Timeout: 10 * time.Second}); err != nil || len(skipped) > 0 || len(w.qs) != 4 {
 		t.Fatalf("queriers: %d, skipped %v, %v", len(w.qs), skipped, err)
 	}
 	m, err := simulate.LoadSigners(dir)
