@@ -92,11 +92,23 @@ func ReadPrivateKeyFile(path string) ([]byte, error) {
 	return b, err
 }
 
-// ParseRSAPrivateKey reads a merchant's RSA private key, PKCS#1 "RSA PRIVATE KEY" or PKCS#8
-// "PRIVATE KEY" PEM, of at least MinRSABits2048: Alipay's RSA2 and WeChat's
-// WECHATPAY2-SHA256-RSA2048 both want 2048-bit merchant keys, and a smaller one is a configuration
-// slip, found at start. Errors never include the key.
+// ParseRSAPrivateKey reads a merchant's RSA private key (ParsePrivateKey) of at least
+// MinRSABits2048: Alipay's RSA2 and WeChat's WECHATPAY2-SHA256-RSA2048 both want 2048-bit merchant
+// keys, and a smaller one is a configuration slip, found at start. Errors never include the key.
 func ParseRSAPrivateKey(b []byte) (*rsa.PrivateKey, error) {
+	k, err := ParsePrivateKey(b)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckRSAKey(&k.PublicKey, MinRSABits2048); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+// ParsePrivateKey reads an RSA private key given as PEM, PKCS#1 "RSA PRIVATE KEY" or PKCS#8
+// "PRIVATE KEY", whatever its size. Errors never include the key.
+func ParsePrivateKey(b []byte) (*rsa.PrivateKey, error) {
 	block, rest := pem.Decode(b)
 	switch {
 	case block == nil:
@@ -118,12 +130,8 @@ func ParseRSAPrivateKey(b []byte) (*rsa.PrivateKey, error) {
 		return nil, errors.New("the PEM block is not a valid private key")
 	}
 	rk, ok := key.(*rsa.PrivateKey)
-	switch {
-	case !ok:
+	if !ok {
 		return nil, fmt.Errorf("a %T key, want RSA", key)
-	}
-	if err := CheckRSAKey(&rk.PublicKey, MinRSABits2048); err != nil {
-		return nil, err
 	}
 	return rk, nil
 }

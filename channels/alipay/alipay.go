@@ -9,7 +9,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
-	"sort"
 	"strings"
 	"time"
 
@@ -171,25 +170,7 @@ func (a *Channel) checkSignature(params map[string]string) error {
 // empty values left out, sorted by key in byte order, as k=v joined by &, values decoded.
 // It is built from the received map, so fields we do not know (fund_bill_list, ...) count too.
 func alipaySignedString(params map[string]string) string {
-	keys := make([]string, 0, len(params))
-	for k, v := range params {
-		if k == "sign" || k == "sign_type" || v == "" {
-			continue
-		}
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-
-	var b strings.Builder
-	for i, k := range keys {
-		if i > 0 {
-			b.WriteByte('&')
-		}
-		b.WriteString(k)
-		b.WriteByte('=')
-		b.WriteString(params[k])
-	}
-	return b.String()
+	return channels.SortedPairs(params, func(k, v string) bool { return k != "sign" && k != "sign_type" && v != "" })
 }
 
 // alipayEvent maps verified parameters, in UTF-8, to an event. Widths are channels.CheckEvent's.

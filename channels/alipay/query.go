@@ -32,9 +32,13 @@ type Querier struct {
 
 var _ channels.Querier = (*Querier)(nil)
 
-// queryMinRSABits: Alipay's RSA2 and WeChat's WECHATPAY2-SHA256-RSA2048 both want 2048-bit
-// merchant keys; a smaller one is a configuration slip, found at start.
-const queryMinRSABits = 2048
+// Key sizes this channel accepts (paygw doctor checks the files with them): the Alipay public
+// key may still be a legacy 1024-bit key of sign_type RSA; the app private key signs RSA2
+// requests (channels.ParseRSAPrivateKey).
+const (
+	MinPublicKeyBits  = channels.MinRSABits
+	MinPrivateKeyBits = channels.MinRSABits2048
+)
 
 // NewQuerier builds the trade query for the channel v verifies, with the merchant app
 // private key and gateway of c. hc carries the timeout; nil is a client with a 15 s timeout.

@@ -89,11 +89,11 @@ func decodeUnionPayPFX(pfx []byte, password string) (*rsa.PrivateKey, *x509.Cert
 		return nil, nil, errors.New("not a PKCS#12 file holding one key and its certificate")
 	}
 	key, ok := priv.(*rsa.PrivateKey)
-	switch {
-	case !ok:
+	if !ok {
 		return nil, nil, errors.New("the key is not RSA")
-	case key.N.BitLen() < channels.MinRSABits:
-		return nil, nil, fmt.Errorf("the key has %d bits, want at least %d", key.N.BitLen(), channels.MinRSABits)
+	}
+	if err := channels.CheckRSAKey(&key.PublicKey, MinRSABits); err != nil {
+		return nil, nil, fmt.Errorf("the key: %w", err)
 	}
 	for _, c := range append([]*x509.Certificate{leaf}, cas...) {
 		if pub, ok := c.PublicKey.(*rsa.PublicKey); ok && pub.Equal(&key.PublicKey) {

@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sort"
 	"strings"
 	"time"
 
@@ -25,6 +24,11 @@ import (
 // part of the signing certificate's CN in production ("041@Z12@中国银联股份有限公司@..."). Its test
 // environment signs with "00040000:SIGN" there instead; configure that as SignerName to trust it.
 const SignerName = "中国银联股份有限公司"
+
+// MinRSABits is the smallest key this channel accepts, in its certificates and the merchant's
+// signing certificate file (paygw doctor checks the files with it): UnionPay still issues
+// 1024-bit certificates.
+const MinRSABits = channels.MinRSABits
 
 // Config is what a UnionPay verifier trusts.
 type Config struct {
@@ -145,7 +149,7 @@ func (u *Channel) checkSignature(params map[string]string, now time.Time) error 
 	switch {
 	case !ok:
 		return bad("certificate key is not RSA")
-	case key.N.BitLen() < channels.MinRSABits:
+	case channels.CheckRSAKey(key, MinRSABits) != nil:
 		return bad("certificate key too short")
 	}
 
@@ -224,24 +228,7 @@ func unionPaySignerOf(cert *x509.Certificate) string {
 // (signPubKeyCert included, empty values when withEmpty), sorted by key in byte order, as k=v
 // joined by &, values decoded. Built from the received map, so fields we do not know count too.
 func unionPaySignedString(params map[string]string, withEmpty bool) string {
-	keys := make([]string, 0, len(params))
-	for k, v := range params {
-		if k != "signature" && (withEmpty || v != "") {
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
-
-	var b strings.Builder
-	for i, k := range keys {
-		if i > 0 {
-			b.WriteByte('&')
-		}
-		b.WriteString(k)
-		b.WriteByte('=')
-		b.WriteString(params[k])
-	}
-	return b.String()
+	return channels.SortedPairs(params, func(k, v string) bool { return k != "signature" && (withEmpty || v != "") })
 }
 
 // unionPayDigestHex is the first of ACP 5.1.0's two hashes: the lower-case hex SHA-256 of the

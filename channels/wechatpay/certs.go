@@ -319,10 +319,8 @@ func checkWeChatCertificate(serial string, c *x509.Certificate) error {
 		return errors.New("differs from its certificate's serial number")
 	case !ok:
 		return fmt.Errorf("%T key, want RSA", c.PublicKey)
-	case key.N.BitLen() < wechatMinRSABits:
-		return fmt.Errorf("%d-bit key, want at least %d", key.N.BitLen(), wechatMinRSABits)
 	}
-	return nil
+	return channels.CheckRSAKey(key, MinRSABits)
 }
 
 // wechatCertListValidator checks the certificate list's answer as the trade query's is checked

@@ -52,9 +52,10 @@ type Channel struct {
 	refresher atomic.Pointer[Certificates]
 }
 
-// wechatMinRSABits: the signature type is WECHATPAY2-SHA256-RSA2048, so anything smaller is a
+// MinRSABits is the smallest key this channel accepts, its platform's and the merchant's (paygw
+// doctor checks the files with it): the signature type is WECHATPAY2-SHA256-RSA2048, so anything smaller is a
 // configuration mistake.
-const wechatMinRSABits = 2048
+const MinRSABits = channels.MinRSABits2048
 
 // wechatWindow is WeChat's clock window: refuse when |now - Wechatpay-Timestamp| >= 5 min.
 const wechatWindow = 300 * time.Second
@@ -100,8 +101,8 @@ func New(c Config) (*Channel, error) {
 	}
 
 	if c.PublicKey != nil {
-		if n := c.PublicKey.N.BitLen(); n < wechatMinRSABits {
-			return nil, fmt.Errorf(p+"platform_public_key_file: %d-bit key, want at least %d", n, wechatMinRSABits)
+		if err := channels.CheckRSAKey(c.PublicKey, MinRSABits); err != nil {
+			return nil, fmt.Errorf(p+"platform_public_key_file: %w", err)
 		}
 		if strings.TrimSpace(c.PublicKeyID) != c.PublicKeyID {
 			return nil, errors.New(p + "platform_public_key_id: surrounding white space")
@@ -117,8 +118,8 @@ func New(c Config) (*Channel, error) {
 		if !ok {
 			return nil, fmt.Errorf(p+"platform_certificate_files[%d]: %T key, want RSA", i, cert.PublicKey)
 		}
-		if n := key.N.BitLen(); n < wechatMinRSABits {
-			return nil, fmt.Errorf(p+"platform_certificate_files[%d]: %d-bit key, want at least %d", i, n, wechatMinRSABits)
+		if err := channels.CheckRSAKey(key, MinRSABits); err != nil {
+			return nil, fmt.Errorf(p+"platform_certificate_files[%d]: %w", i, err)
 		}
 		serial := utils.GetCertificateSerialNumber(*cert) // the key core.CertificateMap uses
 		switch {
