@@ -13,7 +13,8 @@ import (
 
 // Bill downloads: each channel's daily bill fetched over the same outbound plumbing as its trade
 // query (the same SDK clients, merchant keys, transports and response verification), and
-// handed over as a file in the channel's real format, for the matching reader of package bills.
+// handed over as a file in the channel's real format, which bills.Open reads. Download here, read in
+// bills, match in reconcile (Job.MatchBill).
 
 // BillDownloader fetches one channel's bill of a day.
 type BillDownloader interface {
@@ -42,9 +43,9 @@ func (b *BillFile) Size() int64 { return b.size }
 // Empty reports that the channel stated it has no bill for the day: no trades.
 func (b *BillFile) Empty() bool { return b.format == bills.FormatEmpty }
 
-// Reader opens the bill with the reader of its format (bills.Open), as a file an operator gives
-// is opened. An empty day reads as a bill of no lines and no summary.
-func (b *BillFile) Reader() (bills.Reader, error) {
+// Open reads the bill with the reader of its format (bills.Open), as a file an operator gives is
+// read. An empty day reads as a bill of no lines and no summary.
+func (b *BillFile) Open() (bills.Reader, error) {
 	return bills.Open(b.format, b.f, b.size, b.Day)
 }
 

@@ -17,6 +17,8 @@ import (
 
 	"github.com/paygw/paygw/channels"
 	"github.com/paygw/paygw/payment"
+
+	"github.com/paygw/paygw/bills"
 )
 
 // Alipay verifies Alipay's asynchronous trade notifications (public-key mode) and renders the
@@ -198,8 +200,7 @@ func alipayEvent(params map[string]string, body []byte) (payment.Event, error) {
 	}
 	if v := params["gmt_payment"]; v != "" {
 		// Fixed UTC+8 (China keeps no DST), so no tzdata is needed.
-		shanghai := time.FixedZone("CST", 8*3600)
-		if ev.PaidAt, err = time.ParseInLocation(alipayTimeLayout, v, shanghai); err != nil {
+		if ev.PaidAt, err = time.ParseInLocation(alipayTimeLayout, v, bills.ChinaTime); err != nil {
 			return payment.Event{}, fmt.Errorf("%w: alipay: gmt_payment is not %q", channels.ErrMalformed, alipayTimeLayout)
 		}
 	}

@@ -26,6 +26,7 @@ import (
 
 	"golang.org/x/text/encoding/simplifiedchinese"
 
+	"github.com/paygw/paygw/bills"
 	"github.com/paygw/paygw/channels"
 	"github.com/paygw/paygw/channels/internal/channeltest"
 	"github.com/paygw/paygw/payment"
@@ -159,36 +160,35 @@ func paidParams(edits ...param) []param {
 }
 
 func TestAlipayVectors(t *testing.T) {
-	cst := time.FixedZone("CST", 8*3600)
 	tests := map[string]payment.Event{
 		"rsa2_paid": {
 			NotifyID: "2024050100222120000011111111111111", TradeNo: "T20240501-0001",
 			ChannelTxnID: "2024050122001400000000000001", Kind: payment.KindPaid, Status: "TRADE_SUCCESS",
-			AmountFen: 8888, PaidAt: time.Date(2024, 5, 1, 12, 0, 5, 0, cst), Subject: "测试商品 Order #1 & co",
+			AmountFen: 8888, PaidAt: time.Date(2024, 5, 1, 12, 0, 5, 0, bills.ChinaTime), Subject: "测试商品 Order #1 & co",
 		},
 		"rsa_sha1_finished": {
 			NotifyID: "2024050300222080000022222222222222", TradeNo: "T20240501_0002",
 			ChannelTxnID: "2024050122001400000000000002", Kind: payment.KindPaid, Status: "TRADE_FINISHED",
-			AmountFen: 100, PaidAt: time.Date(2024, 5, 1, 23, 59, 59, 0, cst),
+			AmountFen: 100, PaidAt: time.Date(2024, 5, 1, 23, 59, 59, 0, bills.ChinaTime),
 		},
 		"rsa2_partial_refund": {
 			NotifyID: "2024050200222100000033333333333333", TradeNo: "T20240501-0001",
 			ChannelTxnID: "2024050122001400000000000001", Kind: payment.KindRefund, Status: "TRADE_SUCCESS",
-			AmountFen: 8888, PaidAt: time.Date(2024, 5, 1, 12, 0, 5, 0, cst),
+			AmountFen: 8888, PaidAt: time.Date(2024, 5, 1, 12, 0, 5, 0, bills.ChinaTime),
 			RefundID: "R20240502-0001", RefundFen: 1000, RefundIsTotal: true,
 		},
 		// Paid, then refunded in full: Alipay closes the trade. A refund, not an unpaid close.
 		"rsa2_closed_full_refund": {
 			NotifyID: "2024050300222090000066666666666666", TradeNo: "T20240501-0005",
 			ChannelTxnID: "2024050122001400000000000005", Kind: payment.KindRefund, Status: "TRADE_CLOSED",
-			AmountFen: 2000, PaidAt: time.Date(2024, 5, 1, 12, 0, 5, 0, cst),
+			AmountFen: 2000, PaidAt: time.Date(2024, 5, 1, 12, 0, 5, 0, bills.ChinaTime),
 			RefundID: "", RefundFen: 2000, RefundIsTotal: true,
 		},
 		// Signed by openssl over the GBK bytes iconv made.
 		"rsa2_gbk_paid": {
 			NotifyID: "2024050100222121000077777777777777", TradeNo: "T20240501-0006",
 			ChannelTxnID: "2024050122001400000000000006", Kind: payment.KindPaid, Status: "TRADE_SUCCESS",
-			AmountFen: 6660, PaidAt: time.Date(2024, 5, 1, 12, 10, 5, 0, cst), Subject: "测试商品：龙井茶叶 250克",
+			AmountFen: 6660, PaidAt: time.Date(2024, 5, 1, 12, 10, 5, 0, bills.ChinaTime), Subject: "测试商品：龙井茶叶 250克",
 		},
 		"rsa2_closed": {
 			NotifyID: "2024050100222123000044444444444444", TradeNo: "T20240501-0003",

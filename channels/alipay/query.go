@@ -18,6 +18,8 @@ import (
 	"github.com/paygw/paygw/channels/internal/outbound"
 	"github.com/paygw/paygw/config"
 	"github.com/paygw/paygw/payment"
+
+	"github.com/paygw/paygw/bills"
 )
 
 // Querier asks Alipay about trades with alipay.trade.query, through the smartwalle/alipay
@@ -78,7 +80,7 @@ func NewQuerier(c config.Alipay, v *Channel, hc *http.Client) (channels.Querier,
 		alipay.WithHTTPClient(outbound.Client(hc, nil)),
 		// Alipay reads timestamp in Beijing time; China keeps no DST, so a fixed +8 is exact
 		// and needs no tzdata.
-		alipay.WithTimeLocation(time.FixedZone("CST", 8*3600)))
+		alipay.WithTimeLocation(bills.ChinaTime))
 	if err != nil {
 		// Parsed above already; the SDK's own reason is not repeated in case it quotes input.
 		return nil, errors.New(p + "channels.alipay.app_private_key_file: the SDK refused the key")
@@ -188,7 +190,7 @@ func alipayAnswer(asked string, rsp *alipay.TradeQueryRsp, body []byte) (channel
 		ev.AmountFen = fen
 	}
 	if rsp.SendPayDate != "" {
-		at, err := time.ParseInLocation(alipayTimeLayout, rsp.SendPayDate, time.FixedZone("CST", 8*3600))
+		at, err := time.ParseInLocation(alipayTimeLayout, rsp.SendPayDate, bills.ChinaTime)
 		if err != nil {
 			return channels.TradeAnswer{}, fmt.Errorf("%w: alipay: send_pay_date is not %q", channels.ErrMalformed, alipayTimeLayout)
 		}

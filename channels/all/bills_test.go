@@ -164,7 +164,7 @@ type billKey struct {
 
 func readBill(t *testing.T, b *channels.BillFile) ([]billKey, bills.Summary) {
 	t.Helper()
-	r, err := b.Reader()
+	r, err := b.Open()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -118,7 +118,7 @@ func (u *unionPayBills) request(day, now time.Time) (url.Values, error) {
 		"fileType":   "00",
 		"merId":      u.q.v.merID,
 		"settleDate": day.Format("0102"),
-		"txnTime":    now.In(unionPayBeijing).Format(unionPayTimeLayout),
+		"txnTime":    now.In(bills.ChinaTime).Format(unionPayTimeLayout),
 		"certId":     u.q.certID,
 	}
 	digest := sha256.Sum256([]byte(unionPayDigestHex(params, true)))

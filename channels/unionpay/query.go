@@ -24,6 +24,8 @@ import (
 	"github.com/paygw/paygw/channels"
 	"github.com/paygw/paygw/config"
 	"github.com/paygw/paygw/payment"
+
+	"github.com/paygw/paygw/bills"
 )
 
 // unionPayQuerier asks UnionPay's ACP 5.1.0 transaction status query (queryTrans.do) about a
@@ -43,9 +45,6 @@ var _ channels.Querier = (*unionPayQuerier)(nil)
 // unionPayMaxResponse bounds a query response; a real one is about 3 KB, most of it the
 // signing certificate.
 const unionPayMaxResponse = 64 << 10
-
-// unionPayBeijing is the zone of ACP's txnTime: UTC+8 all year.
-var unionPayBeijing = time.FixedZone("CST", 8*3600)
 
 // NewQuerier returns the UnionPay querier for c. v is the notification verifier of the
 // same configuration: responses are checked by it, against its merId. The merchant signing
@@ -175,7 +174,7 @@ func (u *unionPayQuerier) request(q channels.TradeQuery) (url.Values, error) {
 // unionPayTxnTime is the txnTime to ask with: the attempt's, else the order's creation time.
 func unionPayTxnTime(q channels.TradeQuery) (string, error) {
 	if q.ChannelRef != "" {
-		if _, err := time.ParseInLocation(unionPayTimeLayout, q.ChannelRef, unionPayBeijing); err != nil || !channels.AllDigits(q.ChannelRef) {
+		if _, err := time.ParseInLocation(unionPayTimeLayout, q.ChannelRef, bills.ChinaTime); err != nil || !channels.AllDigits(q.ChannelRef) {
 			return "", fmt.Errorf("%w: unionpay: channel_ref is not a txnTime (yyyyMMddHHmmss)", channels.ErrQueryFailed)
 		}
 		return q.ChannelRef, nil
@@ -183,7 +182,7 @@ func unionPayTxnTime(q channels.TradeQuery) (string, error) {
 	if q.OrderTime.IsZero() {
 		return "", fmt.Errorf("%w: unionpay: no txnTime: neither the attempt's channel_ref nor the order's time", channels.ErrQueryFailed)
 	}
-	return q.OrderTime.In(unionPayBeijing).Format(unionPayTimeLayout), nil
+	return q.OrderTime.In(bills.ChinaTime).Format(unionPayTimeLayout), nil
 }
 
 func (u *unionPayQuerier) post(ctx context.Context, form url.Values) ([]byte, error) {
@@ -359,7 +358,7 @@ func unionPayQueryAnswer(merID, tradeNo string, params map[string]string, body [
 	if ev.Currency = unionPayCurrencies[code]; ev.Currency == "" {
 		return channels.TradeAnswer{}, fmt.Errorf("%w: unionpay: currencyCode %s", channels.ErrMalformed, channels.Quote(code))
 	}
-	if ev.PaidAt, err = time.ParseInLocation(unionPayTimeLayout, params["txnTime"], unionPayBeijing); err != nil {
+	if ev.PaidAt, err = time.ParseInLocation(unionPayTimeLayout, params["txnTime"], bills.ChinaTime); err != nil {
 		return channels.TradeAnswer{}, fmt.Errorf("%w: unionpay: txnTime missing or not %s", channels.ErrMalformed, unionPayTimeLayout)
 	}
 	if ev, err = channels.CheckEvent(ev); err != nil {

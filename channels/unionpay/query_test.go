@@ -28,6 +28,8 @@ import (
 	"github.com/paygw/paygw/config"
 	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/simulate"
+
+	"github.com/paygw/paygw/bills"
 )
 
 // unionPayQueryEnv is the fake channel over HTTP with fresh sandbox keys, and the gateway's
@@ -111,7 +113,7 @@ func (e *unionPayQueryEnv) notified(t *testing.T, tr simulate.FakeTrade) payment
 
 // txnTime is how the order was sent to UnionPay: the attempt's channel_ref.
 func (e *unionPayQueryEnv) txnTime(tr simulate.FakeTrade) string {
-	return tr.PaidAt.In(unionPayBeijing).Format(unionPayTimeLayout)
+	return tr.PaidAt.In(bills.ChinaTime).Format(unionPayTimeLayout)
 }
 
 func TestUnionPayQuerierAgainstFake(t *testing.T) {

@@ -18,6 +18,8 @@ import (
 
 	"github.com/paygw/paygw/channels"
 	"github.com/paygw/paygw/payment"
+
+	"github.com/paygw/paygw/bills"
 )
 
 // SignerName is the organisation UnionPay's ACP SDK expects in the third '@'-separated
@@ -274,8 +276,7 @@ func unionPayEvent(params map[string]string, body []byte) (payment.Event, error)
 		return payment.Event{}, fmt.Errorf("%w: unionpay: currencyCode %s", channels.ErrMalformed, channels.Quote(code))
 	}
 	// Fixed UTC+8 (China keeps no DST), so no tzdata is needed.
-	beijing := time.FixedZone("CST", 8*3600)
-	if ev.PaidAt, err = time.ParseInLocation(unionPayTimeLayout, params["txnTime"], beijing); err != nil {
+	if ev.PaidAt, err = time.ParseInLocation(unionPayTimeLayout, params["txnTime"], bills.ChinaTime); err != nil {
 		return payment.Event{}, fmt.Errorf("%w: unionpay: txnTime missing or not %s", channels.ErrMalformed, unionPayTimeLayout)
 	}
 

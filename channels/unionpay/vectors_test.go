@@ -13,6 +13,8 @@ import (
 	"github.com/paygw/paygw/channels/internal/channeltest"
 	"github.com/paygw/paygw/config"
 	"github.com/paygw/paygw/payment"
+
+	"github.com/paygw/paygw/bills"
 )
 
 // Messages captured from UnionPay's test environment, verified with UnionPay's real test root and
@@ -80,7 +82,7 @@ func loadUnionPayCapture(tb testing.TB, c unionPayCapture) loadedCapture {
 	if l.cert, reason = parseUnionPayCert(l.params["signPubKeyCert"]); reason != "" {
 		tb.Fatal(reason)
 	}
-	if l.at, err = time.ParseInLocation(unionPayTimeLayout, l.params["txnTime"], time.FixedZone("CST", 8*3600)); err != nil {
+	if l.at, err = time.ParseInLocation(unionPayTimeLayout, l.params["txnTime"], bills.ChinaTime); err != nil {
 		tb.Fatalf("txnTime: %v", err)
 	}
 	return l

@@ -130,20 +130,6 @@ var errDiscrepancies = errors.New("discrepancies remain")
 // together, so it repaired nothing; stdout says why.
 var errUntrusted = errors.New("the bill is untrusted: nothing was repaired")
 
-// shanghai is the Chinese channels' day: fixed UTC+8 (China keeps no DST).
-var shanghai = time.FixedZone("CST", 8*3600)
-
-// channelDay is the zone of channel's day: Beijing time for the Chinese channels,
-// reconcile.stripe_timezone for Stripe and any other.
-func channelDay(cfg *config.Config, channel string) *time.Location {
-	switch channel {
-	case "alipay", "wechatpay", "unionpay":
-		return shanghai
-	}
-	loc, _ := time.LoadLocation(cfg.Reconcile.StripeTimezone) // validated
-	return loc
-}
-
 // billIdentity is whom channel's bills must name, from its configuration.
 func billIdentity(c config.Channels, channel string) reconcile.Identity {
 	switch channel {
@@ -188,7 +174,8 @@ func billCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if matchAs == "csv" {
 		matchAs, source = *csvChannel, repository.SourceCSV
 	}
-	loc := channelDay(cfg, matchAs)
+	stripeDay, _ := time.LoadLocation(cfg.Reconcile.StripeTimezone) // validated
+	loc := bills.DayZone(matchAs, stripeDay)
 	day = time.Date(day.Year(), day.Month(), day.Day(), 0, 0, 0, 0, loc)
 	log := newLogger(cfg.Log, stderr)
 	var r bills.Reader
@@ -224,14 +211,14 @@ func billCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return fmt.Errorf("reconcile bill: %w", err)
 		}
 		defer b.Close()
-		if r, err = b.Reader(); err != nil {
+		if r, err = b.Open(); err != nil {
 			return fmt.Errorf("reconcile bill: %s: %w", from, err)
 		}
 	}
 	progress := billProgress(stderr)
 	bc := reconcile.BillConfig{LocalOnlyGrace: cfg.Reconcile.LocalOnlyGrace, Location: loc, Source: source, Downloaded: *file == "",
 		Identity: billIdentity(cfg.Channels, matchAs)}
-	rep, err := job.RunBill(ctx, matchAs, day, r, bc, progress)
+	rep, err := job.MatchBill(ctx, matchAs, day, r, bc, progress)
 	if err != nil {
 		return fmt.Errorf("reconcile bill: %s: %w", from, err)
 	}
@@ -259,32 +246,17 @@ func leaseHolder(what string) string {
 	return h
 }
 
-// billReader opens f in channel's bill format.
+// billReader opens f as channel's bill, in the format bills.FileFormat names, as downloads open.
 func billReader(channel string, f *os.File, day time.Time) (bills.Reader, error) {
+	format, err := bills.FileFormat(channel, f.Name())
+	if err != nil {
+		return nil, fmt.Errorf("--channel: %w", err)
+	}
 	info, err := f.Stat()
 	if err != nil {
 		return nil, err
 	}
-	zipped := strings.HasSuffix(strings.ToLower(f.Name()), ".zip")
-	switch channel {
-	case "alipay":
-		if zipped {
-			return bills.NewAlipay(f, info.Size())
-		}
-		return bills.NewAlipayCSV(f), nil
-	case "wechatpay":
-		return bills.NewWeChat(f), nil
-	case "unionpay":
-		if zipped {
-			return bills.NewUnionPayZip(f, info.Size(), day)
-		}
-		return bills.NewUnionPayZM(f, day), nil
-	case "stripe":
-		return bills.NewStripe(f), nil
-	case "csv":
-		return bills.NewCSV(f), nil
-	}
-	return nil, fmt.Errorf("--channel %q: want alipay, wechatpay, stripe, unionpay or csv", channel)
+	return bills.Open(format, f, info.Size(), day)
 }
 
 func printBillSummary(w io.Writer, rep reconcile.BillReport) {
@@ -456,10 +428,7 @@ func (b dailyBills) once(ctx context.Context, now time.Time) {
 	}
 	var todo []due
 	for _, d := range b.ds {
-		loc := shanghai
-		if d.Name() == "stripe" {
-			loc = b.stripeDay
-		}
+		loc := bills.DayZone(d.Name(), b.stripeDay)
 		local := now.In(loc)
 		y, m, dd := local.Date()
 		if local.Before(time.Date(y, m, dd, b.hour, b.minute, 0, 0, loc)) {
@@ -526,11 +495,11 @@ func (b dailyBills) run(ctx context.Context, d channels.BillDownloader, day time
 		return reconcile.BillReport{}, err
 	}
 	defer f.Close()
-	r, err := f.Reader()
+	r, err := f.Open()
 	if err != nil {
 		return reconcile.BillReport{}, err
 	}
-	return b.job.RunBill(ctx, d.Name(), day, r, reconcile.BillConfig{LocalOnlyGrace: b.grace, Location: day.Location(),
+	return b.job.MatchBill(ctx, d.Name(), day, r, reconcile.BillConfig{LocalOnlyGrace: b.grace, Location: day.Location(),
 		Source: repository.SourceChannel, Downloaded: true, Identity: billIdentity(b.ids, d.Name())}, nil)
 }
 

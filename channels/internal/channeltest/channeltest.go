@@ -379,7 +379,7 @@ func CheckAnswerInvariants(t *testing.T, a channels.TradeAnswer, tradeNo string)
 // BillLines reads every line of b, failing on any bad one.
 func BillLines(t *testing.T, b *channels.BillFile) []bills.Line {
 	t.Helper()
-	r, err := b.Reader()
+	r, err := b.Open()
 	if err != nil {
 		t.Fatal(err)
 	}
