@@ -2,7 +2,8 @@ package alipay
 
 import (
 	"errors"
-	"fmt"
+	"math/big"
+	"regexp"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -12,9 +13,13 @@ import (
 	"github.com/paygw/paygw/payment"
 )
 
+// FuzzAlipayVerify feeds whole notification bodies. What verifies must be a seed's event:
+// mutations may only rewrite how the signed parameters are encoded.
 func FuzzAlipayVerify(f *testing.F) {
+	var signed [][]byte
 	for _, v := range readAlipayVectors(f) {
 		f.Add([]byte(v.body))
+		signed = append(signed, []byte(v.body))
 	}
 	for _, s := range []string{
 		"",
@@ -38,6 +43,7 @@ func FuzzAlipayVerify(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	a := New(testAppID, "", testAlipayPublicKey(f))
+	seeds := channeltest.VerifiedSeeds(f, func(i int) (payment.Event, error) { return a.Verify(signed[i], nil, time.Time{}) }, len(signed))
 
 	f.Fuzz(func(t *testing.T, body []byte) {
 		ev, err := a.Verify(body, nil, time.Time{})
@@ -46,6 +52,8 @@ func FuzzAlipayVerify(f *testing.F) {
 			t.Fatalf("Verify error %v wraps no sentinel", err)
 		case err == nil && (ev.TradeNo == "" || ev.NotifyID == "" || ev.AmountFen < 0):
 			t.Fatalf("Verify accepted an incomplete event %+v", ev)
+		case err == nil:
+			channeltest.SameAsASeed(t, ev, seeds)
 		}
 
 		// The signature shields the field checks from the fuzzer; exercise them on their own.
@@ -79,27 +87,36 @@ func FuzzAlipayVerify(f *testing.F) {
 	})
 }
 
+// FuzzParseYuan holds ParseYuan to math/big.Rat: what it accepts is the input's exact value in
+// fen, and every input of its documented grammar up to channels.MaxFen is accepted.
 func FuzzParseYuan(f *testing.F) {
 	for _, s := range []string{
 		"88.88", "0.01", "1", "1.5", "100.00", "0", "1000000000", "1000000000.01",
-		"-1", "+1", "1.234", "1e2", "", " 1", "1.", ".5", "01", "99999999999999999999",
+		"-1", "+1", "1.234", "1e2", "", " 1", "1.", ".5", "01", "99999999999999999999", "1/2", "0x10",
 	} {
 		f.Add(s)
 	}
+	grammar := regexp.MustCompile(`^(0|[1-9][0-9]*)(\.[0-9]{1,2})?$`)
 	f.Fuzz(func(t *testing.T, s string) {
 		fen, err := ParseYuan(s)
+		r, isNumber := new(big.Rat).SetString(s)
 		if err != nil {
 			if !errors.Is(err, channels.ErrMalformed) {
 				t.Fatalf("ParseYuan(%q) error %v does not wrap ErrMalformed", s, err)
 			}
+			if grammar.MatchString(s) && isNumber && new(big.Rat).Mul(r, big.NewRat(100, 1)).Cmp(big.NewRat(channels.MaxFen, 1)) <= 0 {
+				t.Fatalf("ParseYuan(%q) refused (%v), though of the grammar and within bounds", s, err)
+			}
 			return
+		}
+		if !isNumber {
+			t.Fatalf("ParseYuan(%q) = %d; big.Rat reads no number", s, fen)
+		}
+		if want := new(big.Rat).Mul(r, big.NewRat(100, 1)); !want.IsInt() || want.Num().Cmp(big.NewInt(fen)) != 0 {
+			t.Fatalf("ParseYuan(%q) = %d, want %s", s, fen, want.RatString())
 		}
 		if fen < 0 || fen > channels.MaxFen {
 			t.Fatalf("ParseYuan(%q) = %d, outside [0, %d]", s, fen, channels.MaxFen)
-		}
-		back := fmt.Sprintf("%d.%02d", fen/100, fen%100)
-		if again, err := ParseYuan(back); err != nil || again != fen {
-			t.Fatalf("ParseYuan(%q) = %d, but ParseYuan(%q) = %d, %v", s, fen, back, again, err)
 		}
 	})
 }

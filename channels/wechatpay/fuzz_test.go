@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/paygw/paygw/channels"
+	"github.com/paygw/paygw/channels/internal/channeltest"
 	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/simulate"
 )
@@ -50,9 +51,11 @@ func eventFromBodyChecked(w *Channel, body []byte) (payment.Event, error) {
 	return channels.CheckEvent(ev)
 }
 
-// FuzzWeChatPayVerify feeds whole messages: body and the four signed headers.
+// FuzzWeChatPayVerify feeds whole messages: body and the four signed headers. What verifies must
+// be a seed's event.
 func FuzzWeChatPayVerify(f *testing.F) {
-	for _, m := range wechatSeedMessages(f) {
+	signed := wechatSeedMessages(f)
+	for _, m := range signed {
 		h := m.Header
 		f.Add(m.Body, h.Get("Wechatpay-Timestamp"), h.Get("Wechatpay-Nonce"), h.Get("Wechatpay-Signature"),
 			h.Get("Wechatpay-Serial"), h.Get("Wechatpay-Signature-Type"))
@@ -64,6 +67,9 @@ func FuzzWeChatPayVerify(f *testing.F) {
 	f.Add(probe.Body, probe.Header.Get("Wechatpay-Timestamp"), probe.Header.Get("Wechatpay-Nonce"),
 		"WECHATPAY/SIGNTEST/"+probe.Header.Get("Wechatpay-Signature"), probe.Header.Get("Wechatpay-Serial"), simulate.WeChatPaySignatureType)
 	w := testWeChatPay(f, wechatCombinedMode)
+	seeds := channeltest.VerifiedSeeds(f, func(i int) (payment.Event, error) {
+		return w.Verify(signed[i].Body, signed[i].Header, time.Now())
+	}, len(signed))
 
 	f.Fuzz(func(t *testing.T, body []byte, ts, nonce, sig, serial, sigType string) {
 		h := http.Header{}
@@ -75,6 +81,9 @@ func FuzzWeChatPayVerify(f *testing.F) {
 		}
 		ev, err := w.Verify(body, h, time.Now())
 		checkWeChatResult(t, ev, err)
+		if err == nil {
+			channeltest.SameAsASeed(t, ev, seeds)
+		}
 	})
 }
 

@@ -395,3 +395,42 @@ func BillLines(t *testing.T, b *channels.BillFile) []bills.Line {
 		lines = append(lines, l)
 	}
 }
+
+// SameAsASeed fails unless ev, accepted from a fuzzed input, is the event one of the seeds
+// verified to, but for its raw body: a signature covers every field an event is made of, so a
+// mutation that still verifies may change how the fields are written, never what they say.
+func SameAsASeed(t *testing.T, ev payment.Event, seeds []payment.Event) {
+	t.Helper()
+	got := sansRaw(ev)
+	for _, s := range seeds {
+		if reflect.DeepEqual(got, sansRaw(s)) {
+			return
+		}
+	}
+	t.Fatalf("a mutated input verified to an event no seed carries: %+v", got)
+}
+
+// VerifiedSeeds is the events of the seeds that verify; a Verify fuzz target without any would
+// check SameAsASeed of nothing, so it fails.
+func VerifiedSeeds(f *testing.F, verify func(i int) (payment.Event, error), n int) []payment.Event {
+	f.Helper()
+	var evs []payment.Event
+	for i := range n {
+		if ev, err := verify(i); err == nil {
+			evs = append(evs, ev)
+		}
+	}
+	if len(evs) == 0 {
+		f.Fatal("no seed verifies")
+	}
+	return evs
+}
+
+// sansRaw is ev without its raw body and with its time in UTC, for comparing what it says.
+func sansRaw(ev payment.Event) payment.Event {
+	ev.Raw = nil
+	if !ev.PaidAt.IsZero() {
+		ev.PaidAt = ev.PaidAt.UTC()
+	}
+	return ev
+}
