@@ -153,15 +153,8 @@ func alipayAnswer(asked string, rsp *alipay.TradeQueryRsp, body []byte) (channel
 	if rsp.OutTradeNo != "" && rsp.OutTradeNo != asked {
 		return channels.TradeAnswer{}, fmt.Errorf("%w: alipay: the answer is about another out_trade_no", channels.ErrMalformed)
 	}
-	switch {
-	case rsp.Code == alipay.CodeOrderSuccessPayInProcess:
-		return channels.TradeAnswer{State: channels.TradeNotPaid, Status: "10003"}, nil
-	case rsp.Code == alipay.CodeBusinessFailed && rsp.SubCode == "ACQ.TRADE_NOT_EXIST":
-		return channels.TradeAnswer{State: channels.TradeNotPaid, Status: rsp.SubCode}, nil
-	case rsp.Code != alipay.CodeSuccess:
-		return channels.TradeAnswer{}, fmt.Errorf("%w: alipay: code %s, sub_code %s", channels.ErrQueryFailed, channels.Quote(string(rsp.Code)), channels.Quote(rsp.SubCode))
-	case rsp.OutTradeNo == "":
-		return channels.TradeAnswer{}, fmt.Errorf("%w: alipay: out_trade_no missing", channels.ErrMalformed)
+	if a, done, err := alipayCodeAnswer(rsp); done {
+		return a, err
 	}
 
 	status := string(rsp.TradeStatus)
@@ -172,7 +165,43 @@ func alipayAnswer(asked string, rsp *alipay.TradeQueryRsp, body []byte) (channel
 	default:
 		return channels.TradeAnswer{}, fmt.Errorf("%w: alipay: trade_status %s", channels.ErrMalformed, channels.Quote(status))
 	}
-	ev := payment.Event{
+	ev, paid, err := alipayQueryEvent(asked, rsp, body)
+	if err != nil {
+		return channels.TradeAnswer{}, err
+	}
+	answer, err := alipayStateAnswer(asked, ev, paid)
+	if err != nil {
+		return channels.TradeAnswer{}, err
+	}
+	for i, ev := range answer.Events {
+		if answer.Events[i], err = channels.CheckEvent(ev); err != nil {
+			return channels.TradeAnswer{}, err
+		}
+	}
+	return answer, nil
+}
+
+// alipayCodeAnswer is the answer of a response whose code says all (done): a payment in
+// process, a trade Alipay does not know, or an error; a success is read on by trade_status.
+func alipayCodeAnswer(rsp *alipay.TradeQueryRsp) (a channels.TradeAnswer, done bool, err error) {
+	switch {
+	case rsp.Code == alipay.CodeOrderSuccessPayInProcess:
+		return channels.TradeAnswer{State: channels.TradeNotPaid, Status: "10003"}, true, nil
+	case rsp.Code == alipay.CodeBusinessFailed && rsp.SubCode == "ACQ.TRADE_NOT_EXIST":
+		return channels.TradeAnswer{State: channels.TradeNotPaid, Status: rsp.SubCode}, true, nil
+	case rsp.Code != alipay.CodeSuccess:
+		return a, true, fmt.Errorf("%w: alipay: code %s, sub_code %s", channels.ErrQueryFailed, channels.Quote(string(rsp.Code)), channels.Quote(rsp.SubCode))
+	case rsp.OutTradeNo == "":
+		return a, true, fmt.Errorf("%w: alipay: out_trade_no missing", channels.ErrMalformed)
+	}
+	return a, false, nil
+}
+
+// alipayQueryEvent is the trade a successful answer states, before its kind is known; paid
+// tells a TRADE_CLOSED after a payment (send_pay_date set) from one closed unpaid.
+func alipayQueryEvent(asked string, rsp *alipay.TradeQueryRsp, body []byte) (ev payment.Event, paid bool, err error) {
+	status := string(rsp.TradeStatus)
+	ev = payment.Event{
 		Channel:      "alipay",
 		TradeNo:      asked,
 		ChannelTxnID: rsp.TradeNo,
@@ -181,30 +210,31 @@ func alipayAnswer(asked string, rsp *alipay.TradeQueryRsp, body []byte) (channel
 		Subject:      rsp.Subject,
 		Raw:          bytes.Clone(body),
 	}
-	paid := status != "TRADE_CLOSED" || rsp.SendPayDate != ""
+	paid = status != "TRADE_CLOSED" || rsp.SendPayDate != ""
 	if paid || rsp.TotalAmount != "" { // a trade closed unpaid may leave it out
-		fen, err := ParseYuan(rsp.TotalAmount)
-		if err != nil {
-			return channels.TradeAnswer{}, fmt.Errorf("alipay: total_amount: %w", err)
+		if ev.AmountFen, err = ParseYuan(rsp.TotalAmount); err != nil {
+			return payment.Event{}, false, fmt.Errorf("alipay: total_amount: %w", err)
 		}
-		ev.AmountFen = fen
 	}
 	if rsp.SendPayDate != "" {
-		at, err := time.ParseInLocation(alipayTimeLayout, rsp.SendPayDate, bills.ChinaTime)
-		if err != nil {
-			return channels.TradeAnswer{}, fmt.Errorf("%w: alipay: send_pay_date is not %q", channels.ErrMalformed, alipayTimeLayout)
+		if ev.PaidAt, err = time.ParseInLocation(alipayTimeLayout, rsp.SendPayDate, bills.ChinaTime); err != nil {
+			return payment.Event{}, false, fmt.Errorf("%w: alipay: send_pay_date is not %q", channels.ErrMalformed, alipayTimeLayout)
 		}
-		ev.PaidAt = at
 	}
+	return ev, paid, nil
+}
 
-	var answer channels.TradeAnswer
+// alipayStateAnswer turns the trade into the answer its status means: paid, refunded in full, or
+// closed unpaid.
+func alipayStateAnswer(asked string, ev payment.Event, paid bool) (channels.TradeAnswer, error) {
+	status := ev.Status
 	switch {
 	case status == "TRADE_SUCCESS" || status == "TRADE_FINISHED":
 		if ev.ChannelTxnID == "" {
 			return channels.TradeAnswer{}, fmt.Errorf("%w: alipay: trade_no missing", channels.ErrMalformed)
 		}
 		ev.Kind, ev.NotifyID = payment.KindPaid, channels.QueryNotifyID(ev.ChannelTxnID)
-		answer = channels.TradeAnswer{State: channels.TradePaid, Events: []payment.Event{ev}}
+		return channels.TradeAnswer{State: channels.TradePaid, Status: status, Events: []payment.Event{ev}}, nil
 	case paid:
 		// TRADE_CLOSED after a payment: refunded in full. The answer names no refund: it states
 		// the payment's running total (RefundIsTotal), which the refund ledger counts once with
@@ -217,17 +247,9 @@ func alipayAnswer(asked string, rsp *alipay.TradeQueryRsp, body []byte) (channel
 		refund := ev
 		refund.Kind, refund.NotifyID = payment.KindRefund, "query:refund:"+ev.ChannelTxnID
 		refund.RefundFen, refund.RefundIsTotal = ev.AmountFen, true
-		answer = channels.TradeAnswer{State: channels.TradeRefunded, Events: []payment.Event{payEv, refund}}
+		return channels.TradeAnswer{State: channels.TradeRefunded, Status: status, Events: []payment.Event{payEv, refund}}, nil
 	default: // TRADE_CLOSED, never paid
 		ev.Kind, ev.NotifyID = payment.KindClosed, "query:close:"+asked
-		answer = channels.TradeAnswer{State: channels.TradeClosed, Events: []payment.Event{ev}}
+		return channels.TradeAnswer{State: channels.TradeClosed, Status: status, Events: []payment.Event{ev}}, nil
 	}
-	answer.Status = status
-	for i, ev := range answer.Events {
-		var err error
-		if answer.Events[i], err = channels.CheckEvent(ev); err != nil {
-			return channels.TradeAnswer{}, err
-		}
-	}
-	return answer, nil
 }

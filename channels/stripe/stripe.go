@@ -222,28 +222,10 @@ type stripeObjectJSON struct {
 // case. Errors wrap channels.ErrMalformed: the envelope is not an event, or an event about our order has a
 // field we cannot read.
 func stripeEvent(body []byte) (payment.Event, error) {
-	if err := channels.StrictJSON("stripe", "body", body); err != nil {
-		return payment.Event{}, err
-	}
-	var env stripeEventJSON
-	if err := json.Unmarshal(body, &env); err != nil {
-		return payment.Event{}, fmt.Errorf("%w: stripe: body is not a JSON event", channels.ErrMalformed)
-	}
-	if !strings.HasPrefix(env.ID, "evt_") || !validStripeID(env.ID) {
-		return payment.Event{}, fmt.Errorf("%w: stripe: id missing or not an evt_ id", channels.ErrMalformed)
-	}
-	if !validStripeType(env.Type) {
-		return payment.Event{}, fmt.Errorf("%w: stripe: type missing or invalid", channels.ErrMalformed)
-	}
-	created, err := stripeInteger("created", env.Created)
+	env, created, err := readStripeEnvelope(body)
 	if err != nil {
 		return payment.Event{}, err
 	}
-	obj := env.Data.Object
-	if len(obj) == 0 || obj[0] != '{' {
-		return payment.Event{}, fmt.Errorf("%w: stripe: data.object missing or not an object", channels.ErrMalformed)
-	}
-
 	ev := payment.Event{
 		Channel:  "stripe",
 		NotifyID: env.ID,
@@ -251,57 +233,130 @@ func stripeEvent(body []byte) (payment.Event, error) {
 		PaidAt:   time.Unix(created, 0).UTC(),
 		Raw:      bytes.Clone(body),
 	}
-	session := env.Type == "checkout.session.completed" || env.Type == "checkout.session.async_payment_succeeded"
-	refund := env.Type == "charge.refunded"
-	refundObject := env.Type == "refund.created" || env.Type == "refund.updated" || env.Type == "charge.refund.updated"
-	if !session && !refund && !refundObject && env.Type != "payment_intent.succeeded" {
+	kind := stripeKindOf(env.Type)
+	if kind == stripeOtherType {
 		ev.Kind = payment.KindOther
-		ev.ChannelTxnID, ev.TradeNo = stripeOtherFields(obj)
+		ev.ChannelTxnID, ev.TradeNo = stripeOtherFields(env.Data.Object)
 		return ev, nil
 	}
 
 	var o stripeObjectJSON
-	if err := json.Unmarshal(obj, &o); err != nil {
+	if err := json.Unmarshal(env.Data.Object, &o); err != nil {
 		return payment.Event{}, fmt.Errorf("%w: stripe: %s: data.object has a field of the wrong type", channels.ErrMalformed, env.Type)
 	}
-	tradeNo := o.Metadata["trade_no"] // ours: it wins over client_reference_id
-	if tradeNo == "" && session && o.ClientReferenceID != "" {
-		tradeNo, ev.TradeNoUnsure = o.ClientReferenceID, true
-	}
-	if !payment.ValidTradeNo(tradeNo) {
-		tradeNo, ev.TradeNoUnsure = "", false
-	}
-	hasPaymentIntent := len(o.PaymentIntent) > 0 && string(o.PaymentIntent) != "null" && string(o.PaymentIntent) != `""`
-	moved := !refundObject || o.Status == "succeeded"
-	if session && o.Mode == "setup" || tradeNo == "" && !((refund || refundObject) && hasPaymentIntent) || !moved ||
-		refundObject && !hasPaymentIntent {
+	tradeNo, unsure := stripeTradeNo(o, kind)
+	if !stripeOurs(o, kind, tradeNo) {
 		// Not one of our orders: acknowledged and journalled, as a refusal would only make
 		// Stripe resend it for three days. (A PaymentIntent made by a Checkout Session carries no
 		// metadata of ours; the session's event applies that payment.)
-		ev.Kind, ev.TradeNoUnsure = payment.KindOther, false
+		ev.Kind = payment.KindOther
 		pi, _ := stripePaymentIntent(o.PaymentIntent)
 		ev.ChannelTxnID = journalID(cmp.Or(pi, o.ID))
 		return ev, nil
 	}
-	ev.TradeNo = tradeNo
-
-	if !validStripeID(o.ID) {
-		return payment.Event{}, fmt.Errorf("%w: stripe: data.object.id missing or invalid", channels.ErrMalformed)
-	}
-	if ev.Currency, err = stripeCurrency(o.Currency); err != nil {
+	ev.TradeNo, ev.TradeNoUnsure = tradeNo, unsure
+	if err := stripeMoney(&ev, o, kind); err != nil {
 		return payment.Event{}, err
+	}
+	return ev, nil
+}
+
+// readStripeEnvelope reads what every event has: an evt_ id, a type, created, and an object.
+func readStripeEnvelope(body []byte) (env stripeEventJSON, created int64, err error) {
+	if err := channels.StrictJSON("stripe", "body", body); err != nil {
+		return env, 0, err
+	}
+	if err := json.Unmarshal(body, &env); err != nil {
+		return env, 0, fmt.Errorf("%w: stripe: body is not a JSON event", channels.ErrMalformed)
+	}
+	if !strings.HasPrefix(env.ID, "evt_") || !validStripeID(env.ID) {
+		return env, 0, fmt.Errorf("%w: stripe: id missing or not an evt_ id", channels.ErrMalformed)
+	}
+	if !validStripeType(env.Type) {
+		return env, 0, fmt.Errorf("%w: stripe: type missing or invalid", channels.ErrMalformed)
+	}
+	if created, err = stripeInteger("created", env.Created); err != nil {
+		return env, 0, err
+	}
+	if obj := env.Data.Object; len(obj) == 0 || obj[0] != '{' {
+		return env, 0, fmt.Errorf("%w: stripe: data.object missing or not an object", channels.ErrMalformed)
+	}
+	return env, created, nil
+}
+
+// stripeType is what paygw makes of an event type.
+type stripeType int
+
+const (
+	stripeOtherType    stripeType = iota // any type that moves no money of ours
+	stripeIntent                         // payment_intent.succeeded
+	stripeSession                        // checkout.session.completed, .async_payment_succeeded
+	stripeChargeRefund                   // charge.refunded: the running total refunded
+	stripeRefundObject                   // refund.created, refund.updated, charge.refund.updated
+)
+
+func stripeKindOf(eventType string) stripeType {
+	switch eventType {
+	case "payment_intent.succeeded":
+		return stripeIntent
+	case "checkout.session.completed", "checkout.session.async_payment_succeeded":
+		return stripeSession
+	case "charge.refunded":
+		return stripeChargeRefund
+	case "refund.created", "refund.updated", "charge.refund.updated":
+		return stripeRefundObject
+	}
+	return stripeOtherType
+}
+
+// stripeTradeNo is the trade_no an object names: metadata.trade_no (ours: it wins), else a
+// session's client_reference_id, unsure; "" when neither has a trade_no's shape.
+func stripeTradeNo(o stripeObjectJSON, kind stripeType) (tradeNo string, unsure bool) {
+	tradeNo = o.Metadata["trade_no"]
+	if tradeNo == "" && kind == stripeSession && o.ClientReferenceID != "" {
+		tradeNo, unsure = o.ClientReferenceID, true
+	}
+	if !payment.ValidTradeNo(tradeNo) {
+		return "", false
+	}
+	return tradeNo, unsure
+}
+
+// stripeOurs reports whether the object moved money of one of our orders: a setup session moves
+// none; a refund needs our trade_no or a payment_intent to find the order by; a refund object
+// counts once it succeeded, and only with a payment_intent.
+func stripeOurs(o stripeObjectJSON, kind stripeType, tradeNo string) bool {
+	hasPaymentIntent := len(o.PaymentIntent) > 0 && string(o.PaymentIntent) != "null" && string(o.PaymentIntent) != `""`
+	refund := kind == stripeChargeRefund || kind == stripeRefundObject
+	switch {
+	case kind == stripeSession && o.Mode == "setup",
+		tradeNo == "" && !(refund && hasPaymentIntent),
+		kind == stripeRefundObject && (o.Status != "succeeded" || !hasPaymentIntent):
+		return false
+	}
+	return true
+}
+
+// stripeMoney fills ev's kind, transaction id, currency and amounts from an object of ours.
+func stripeMoney(ev *payment.Event, o stripeObjectJSON, kind stripeType) error {
+	if !validStripeID(o.ID) {
+		return fmt.Errorf("%w: stripe: data.object.id missing or invalid", channels.ErrMalformed)
+	}
+	var err error
+	if ev.Currency, err = stripeCurrency(o.Currency); err != nil {
+		return err
 	}
 	paymentIntent, err := stripePaymentIntent(o.PaymentIntent)
 	if err != nil {
-		return payment.Event{}, err
+		return err
 	}
 	var amount json.RawMessage
 	var amountField string
-	switch {
-	case session:
+	switch kind {
+	case stripeSession:
 		switch o.PaymentStatus {
 		case "":
-			return payment.Event{}, fmt.Errorf("%w: stripe: data.object.payment_status missing", channels.ErrMalformed)
+			return fmt.Errorf("%w: stripe: data.object.payment_status missing", channels.ErrMalformed)
 		case "paid":
 			ev.Kind = payment.KindPaid
 		default: // unpaid (a delayed payment method), no_payment_required
@@ -309,10 +364,10 @@ func stripeEvent(body []byte) (payment.Event, error) {
 		}
 		ev.ChannelTxnID = cmp.Or(paymentIntent, o.ID)
 		amount, amountField = o.AmountTotal, "amount_total"
-	case refund:
+	case stripeChargeRefund:
 		ev.Kind, ev.ChannelTxnID = payment.KindRefund, cmp.Or(paymentIntent, o.ID)
 		amount, amountField = o.AmountRefunded, "amount_refunded"
-	case refundObject:
+	case stripeRefundObject:
 		ev.Kind, ev.ChannelTxnID = payment.KindRefund, paymentIntent
 		amount, amountField = o.Amount, "amount"
 	default:
@@ -320,19 +375,19 @@ func stripeEvent(body []byte) (payment.Event, error) {
 		amount, amountField = o.AmountReceived, "amount_received"
 	}
 	if ev.AmountFen, err = stripeInteger("data.object."+amountField, amount); err != nil {
-		return payment.Event{}, err
+		return err
 	}
 	if ev.AmountFen > channels.MaxFen {
-		return payment.Event{}, fmt.Errorf("%w: stripe: data.object.%s too large", channels.ErrMalformed, amountField)
+		return fmt.Errorf("%w: stripe: data.object.%s too large", channels.ErrMalformed, amountField)
 	}
-	if refund {
+	switch kind {
+	case stripeChargeRefund:
 		ev.RefundFen, ev.RefundIsTotal = ev.AmountFen, true
 		ev.RefundID = newestStripeRefund(o.Refunds) // "" when the charge lists none: a running total alone
-	}
-	if refundObject {
+	case stripeRefundObject:
 		ev.RefundFen, ev.RefundID = ev.AmountFen, o.ID
 	}
-	return ev, nil
+	return nil
 }
 
 // newestStripeRefund is the id of the newest refund in a charge's refunds list ("" when the
