@@ -95,10 +95,10 @@ func NewUnionPayZip(r io.ReaderAt, size int64, billDate time.Time) (*UnionPay, e
 	return NewUnionPayZM(rc, billDate), nil
 }
 
-// Summary: the ZM file states none; Skipped counts the rows of other transaction types.
+// Summary is none, as the ZM file states none; Skipped counts the rows of other transaction types.
 func (u *UnionPay) Summary() Summary { return u.sum }
 
-// Header: the ZM file has no header; every line states its 商户代码 (merId).
+// Header names the columns: the ZM file has no header; every line states its 商户代码 (merId).
 func (u *UnionPay) Header() Header {
 	return Header{TimeField: "交易传输时间", MerchantField: "商户代码"}
 }

@@ -73,7 +73,7 @@ func NewWeChat(r io.Reader) *WeChat {
 // Summary is valid once Next has returned io.EOF.
 func (w *WeChat) Summary() Summary { return w.sum }
 
-// Header: the bill has no period line; every row states its 商户号 and 公众账号ID.
+// Header names the columns: the bill has no period line; every row states its 商户号 and 公众账号ID.
 func (w *WeChat) Header() Header {
 	return Header{TimeField: "交易时间", MerchantField: "商户号", AppIDField: "公众账号ID"}
 }

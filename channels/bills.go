@@ -66,10 +66,10 @@ func (b *BillFile) Close() error {
 // any real merchant's day, it keeps a broken or hostile server from filling the disk.
 const MaxBillBytes = 2 << 30
 
-// ErrBillTooLarge: the bill went past MaxBillBytes.
+// ErrBillTooLarge means the bill went past MaxBillBytes.
 var ErrBillTooLarge = errors.New("larger than the 2 GiB a bill may take")
 
-// ErrBillSource: reading the bill's source failed (the connection, or the decompression of what
+// ErrBillSource means reading the bill's source failed (the connection, or the decompression of what
 // came over it), as opposed to writing the spooled copy.
 var ErrBillSource = errors.New("reading the bill")
 

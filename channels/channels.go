@@ -1,5 +1,8 @@
-// Package channels verifies the raw bytes a payment channel sends into a payment.Event, and renders
-// the reply that channel expects; one file per channel.
+// Package channels is the shape every payment channel shares: the interfaces the gateway uses
+// (Channel verifies what a channel sends and renders its replies, Querier asks it about a trade,
+// BillDownloader fetches its daily bill), the errors they return, the checks and key parsing they
+// share, and the downloaded BillFile. Each channel is a package of its own under channels/
+// (alipay, wechatpay, stripe, unionpay); channels/all builds them from the configuration.
 package channels
 
 import (

@@ -1,3 +1,6 @@
+// Package alipay is everything paygw does with Alipay: it verifies the asynchronous trade
+// notifications (RSA2, or legacy RSA, over the sorted parameters), asks alipay.trade.query about a
+// trade, and downloads the daily trade bill, through the smartwalle/alipay SDK.
 package alipay
 
 import (
@@ -21,7 +24,7 @@ import (
 	"github.com/paygw/paygw/bills"
 )
 
-// Alipay verifies Alipay's asynchronous trade notifications (public-key mode) and renders the
+// Channel verifies Alipay's asynchronous trade notifications (public-key mode) and renders the
 // replies Alipay expects.
 type Channel struct {
 	appID    string
@@ -79,7 +82,7 @@ func (a *Channel) Verify(body []byte, header http.Header, now time.Time) (paymen
 	return channels.CheckEvent(ev)
 }
 
-// ApplyTimeout: Alipay documents no reply timeout; 8 s, as for UnionPay's documented 10 s,
+// ApplyTimeout is 8 s: Alipay documents no reply timeout; 8 s, as for UnionPay's documented 10 s,
 // answers "retry" before a caller's usual timeout would cut us off.
 func (a *Channel) ApplyTimeout() time.Duration { return 8 * time.Second }
 

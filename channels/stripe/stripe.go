@@ -1,3 +1,6 @@
+// Package stripe is everything paygw does with Stripe: it verifies webhook events
+// (Stripe-Signature), asks about PaymentIntents, and writes a day's balance transactions as the
+// bill, through stripe-go.
 package stripe
 
 import (
@@ -18,7 +21,7 @@ import (
 	"github.com/paygw/paygw/payment"
 )
 
-// Stripe verifies Stripe webhook events (Stripe-Signature, HMAC-SHA256 with a webhook signing
+// Channel verifies Stripe webhook events (Stripe-Signature, HMAC-SHA256 with a webhook signing
 // secret) and renders the replies Stripe expects.
 type Channel struct {
 	secrets   []string // newest first
@@ -80,7 +83,7 @@ func (s *Channel) Verify(body []byte, header http.Header, now time.Time) (paymen
 	return channels.CheckEvent(ev)
 }
 
-// ApplyTimeout: Stripe wants a quick 2xx and gives up on a delivery after some seconds.
+// ApplyTimeout is 8 s: Stripe wants a quick 2xx and gives up on a delivery after some seconds.
 func (s *Channel) ApplyTimeout() time.Duration { return 8 * time.Second }
 
 // errStripeStale is a timestamp outside the window: a replay, a delivery held back, or a sender

@@ -1,3 +1,6 @@
+// Package unionpay is everything paygw does with UnionPay ACP 5.1.0: it verifies back
+// notifications against UnionPay's certificate chain, asks queryTrans about a trade, and
+// downloads the daily ZM bill through the file transfer, signing with the merchant's PFX.
 package unionpay
 
 import (
@@ -40,7 +43,7 @@ type Config struct {
 	SignerName    string              // "" = SignerName
 }
 
-// UnionPay verifies UnionPay ACP 5.1.0 back notifications (signMethod 01: RSA certificates) and
+// Channel verifies UnionPay ACP 5.1.0 back notifications (signMethod 01: RSA certificates) and
 // renders the replies UnionPay expects.
 type Channel struct {
 	merID      string
@@ -99,7 +102,7 @@ func (u *Channel) Verify(body []byte, header http.Header, now time.Time) (paymen
 	return channels.CheckEvent(ev)
 }
 
-// ApplyTimeout: UnionPay waits 10 s for the reply.
+// ApplyTimeout is 8 s: UnionPay waits 10 s for the reply.
 func (u *Channel) ApplyTimeout() time.Duration { return 8 * time.Second }
 
 // parseUnionPayForm reads the form body and refuses, before any cryptography, what this verifier

@@ -1,3 +1,6 @@
+// Package wechatpay is everything paygw does with WeChat Pay API v3: it verifies and decrypts
+// notifications, asks about orders, downloads the daily trade bill, and keeps the platform
+// certificates (or the platform public key) it verifies with, refreshed from WeChat.
 package wechatpay
 
 import (
@@ -38,7 +41,7 @@ type Config struct {
 	Certificates []*x509.Certificate // channels.wechatpay.platform_certificate_files
 }
 
-// WeChatPay verifies WeChat Pay API v3 notifications with the official SDK's verifier, then
+// Channel verifies WeChat Pay API v3 notifications with the official SDK's verifier, then
 // decrypts and maps the resource itself, and renders the replies WeChat expects.
 type Channel struct {
 	mchID, apiV3Key string
@@ -187,7 +190,7 @@ func (w *Channel) Verify(body []byte, header http.Header, now time.Time) (paymen
 	return channels.CheckEvent(ev)
 }
 
-// ApplyTimeout: WeChat waits 5 s for the reply, verification and network included.
+// ApplyTimeout is 4 s: WeChat waits 5 s for the reply, verification and network included.
 func (w *Channel) ApplyTimeout() time.Duration { return 4 * time.Second }
 
 // checkHeader does, with our clock, the checks that need no key, so that the SDK (which
