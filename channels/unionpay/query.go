@@ -67,7 +67,7 @@ func NewQuerier(c config.UnionPay, v *Channel, hc *http.Client) (channels.Querie
 	if err != nil {
 		return nil, fmt.Errorf("channels: unionpay: %s: %w", fileKey, err)
 	}
-	key, cert, err := decodeUnionPayPFX(pfx, c.SignCertPassword)
+	key, cert, err := DecodePFX(pfx, c.SignCertPassword)
 	if err != nil {
 		return nil, fmt.Errorf("channels: unionpay: %s: %w", fileKey, err)
 	}
@@ -77,9 +77,10 @@ func NewQuerier(c config.UnionPay, v *Channel, hc *http.Client) (channels.Querie
 	return &unionPayQuerier{v: v, key: key, certID: cert.SerialNumber.String(), url: c.QueryURL, hc: hc, now: time.Now}, nil
 }
 
-// decodeUnionPayPFX reads the merchant's RSA key and its certificate from a .pfx. The certificate
-// is the one whose key it is, wherever the file puts it among the CA certificates some tools add.
-func decodeUnionPayPFX(pfx []byte, password string) (*rsa.PrivateKey, *x509.Certificate, error) {
+// DecodePFX reads the merchant's RSA key and its certificate from a .pfx (sign_cert_file), as the
+// channel and paygw doctor read it. The certificate is the one whose key it is, wherever the file
+// puts it among the CA certificates some tools add. Errors never include key material.
+func DecodePFX(pfx []byte, password string) (*rsa.PrivateKey, *x509.Certificate, error) {
 	priv, leaf, cas, err := pkcs12.DecodeChain(pfx, password)
 	switch {
 	case errors.Is(err, pkcs12.ErrIncorrectPassword):

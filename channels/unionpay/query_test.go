@@ -385,7 +385,7 @@ func TestNewUnionPayQuerier(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, cert, err := decodeUnionPayPFX(pfx, "pw")
+	key, cert, err := DecodePFX(pfx, "pw")
 	if err != nil || !key.Equal(mc.key) || !cert.Equal(mc.cert) {
 		t.Errorf("chain first: %v; want the key's own certificate", err)
 	}

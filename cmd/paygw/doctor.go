@@ -20,7 +20,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 	"github.com/wechatpay-apiv3/wechatpay-go/utils"
-	"software.sslmate.com/src/go-pkcs12"
 
 	"github.com/paygw/paygw/channels"
 	"github.com/paygw/paygw/channels/alipay"
@@ -279,22 +278,9 @@ func pfxFile(c *checklist, key, path, password string, now time.Time, minBits in
 		c.fail("key "+key, "%v", err)
 		return
 	}
-	priv, leaf, _, err := pkcs12.DecodeChain(b, password)
-	switch {
-	case errors.Is(err, pkcs12.ErrIncorrectPassword):
-		c.fail("key "+key, "%s: wrong password (channels.unionpay.sign_cert_password)", path)
-		return
-	case err != nil:
-		c.fail("key "+key, "%s: not a PKCS#12 file holding one key and its certificate", path)
-		return
-	}
-	k, ok := priv.(*rsa.PrivateKey)
-	if !ok {
-		c.fail("key "+key, "%s: a %T, want an RSA private key", path, priv)
-		return
-	}
-	if pub, ok := leaf.PublicKey.(*rsa.PublicKey); !ok || !pub.Equal(&k.PublicKey) {
-		c.fail("key "+key, "%s: the certificate is not the private key's", path)
+	k, leaf, err := unionpay.DecodePFX(b, password)
+	if err != nil {
+		c.fail("key "+key, "%s: %v", path, err)
 		return
 	}
 	rsaSize(c, key, path, "private", &k.PublicKey, minBits)
