@@ -158,8 +158,8 @@ func (a *Alipay) preamble(no int, text string) {
 		from, rest := bracketed(strings.TrimPrefix(text, "#起始日期"))
 		_, rest, _ = strings.Cut(rest, "终止日期")
 		to, _ := bracketed(rest)
-		f, err1 := time.ParseInLocation(alipayPeriodLayout, from, shanghai)
-		t, err2 := time.ParseInLocation(alipayPeriodLayout, to, shanghai)
+		f, err1 := time.ParseInLocation(alipayPeriodLayout, from, ChinaTime)
+		t, err2 := time.ParseInLocation(alipayPeriodLayout, to, ChinaTime)
 		if err1 == nil && err2 == nil {
 			a.head.From, a.head.To = f, t
 		}
@@ -295,7 +295,7 @@ func (a *Alipay) row(no int, text string) (l Line, skip bool, err error) {
 		return Line{}, false, lineErr(no, "商户订单号 empty")
 	}
 	done := trimField(f[c.done])
-	if l.Time, err = time.ParseInLocation(time.DateTime, done, shanghai); err != nil {
+	if l.Time, err = time.ParseInLocation(time.DateTime, done, ChinaTime); err != nil {
 		return Line{}, false, lineErr(no, "完成时间 %s: want yyyy-MM-dd HH:mm:ss", quote(done))
 	}
 	s := trimField(f[c.amount])

@@ -122,7 +122,7 @@ func BenchmarkWeChat1M(b *testing.B) {
 		fmt.Fprintln(w, wechatTestHeader)
 		for i := range benchLines {
 			fen := int64(i%100000 + 1)
-			ts := time.Date(2024, 5, 1, 0, 0, 0, 0, shanghai).Add(time.Duration(i%86400) * time.Second).Format(time.DateTime)
+			ts := time.Date(2024, 5, 1, 0, 0, 0, 0, ChinaTime).Add(time.Duration(i%86400) * time.Second).Format(time.DateTime)
 			if i%10 == 9 {
 				refundFen += fen
 				fmt.Fprintf(w, "`%s,`wx81be3101902f7cb2,`1601959334,`0,`,`42000%023d,`T%d,`oUser,`NATIVE,`REFUND,`OTHERS,`CNY,`0.00,`0.00,`503%026d,`R%d,`%d.%02d,`0.00,`ORIGINAL,`SUCCESS,`Tea,`,`0.00000,`0.60%%,`0.00,`%d.%02d,`\r\n",
@@ -146,7 +146,7 @@ func BenchmarkAlipay1M(b *testing.B) {
 		fmt.Fprint(w, alipayTestHeader+"\r\n")
 		for i := range benchLines {
 			fen := int64(i%100000 + 1)
-			ts := time.Date(2024, 5, 1, 0, 0, 0, 0, shanghai).Add(time.Duration(i%86400) * time.Second).Format(time.DateTime)
+			ts := time.Date(2024, 5, 1, 0, 0, 0, 0, ChinaTime).Add(time.Duration(i%86400) * time.Second).Format(time.DateTime)
 			kind, sign, refundID := "交易", "", ""
 			if i%10 == 9 {
 				kind, sign, refundID = "退款", "-", fmt.Sprintf("rq_%d", i)

@@ -1,6 +1,7 @@
 // Package bills reads the channels' daily bills, in each channel's real format, into lines paygw
 // can match against its own books. Every reader streams: it holds one line at a time, whatever
-// the bill's size.
+// the bill's size. Open is the one way in, for a downloaded bill and an operator's file alike;
+// DayZone says which day a channel's bill covers.
 package bills
 
 import (
@@ -87,7 +88,7 @@ type LineError struct {
 
 func (e *LineError) Error() string { return fmt.Sprintf("line %d: %s", e.No, e.Reason) }
 
-// ErrFormat: the file is not a bill of the format asked for (wrong encoding, a missing column,
+// ErrFormat means the file is not a bill of the format asked for (wrong encoding, a missing column,
 // a truncated archive). The run stops; the error names the file position.
 var ErrFormat = errors.New("bills: not a bill of this format")
 

@@ -2,7 +2,10 @@ package bills
 
 import (
 	"bytes"
+	"fmt"
+	"math/big"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -68,7 +71,7 @@ func FuzzUnionPayZM(f *testing.F) {
 		zmRow("04", "0101100000", "500", "512501011000000003", "T1", "512412312359590001")))
 	f.Add(zmLine(f, zmRow("31", "0101000001", "1", "1", "订单", "2")))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		readAll(t, NewUnionPayZM(bytes.NewReader(data), time.Date(2025, 1, 1, 0, 0, 0, 0, shanghai)), maxCalls(data))
+		readAll(t, NewUnionPayZM(bytes.NewReader(data), time.Date(2025, 1, 1, 0, 0, 0, 0, ChinaTime)), maxCalls(data))
 	})
 }
 
@@ -80,7 +83,7 @@ func FuzzUnionPayZip(f *testing.F) {
 	f.Add(zipOf(f, zipEntry{[]byte("INN25010188ZME_777290058110048"), []byte("x\n")}, zipEntry{[]byte("INN25010188ZM_777290058110048"), zm}))
 	f.Add(zipOf(f, zipEntry{[]byte("only"), zm[:len(zm)/2]}))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		r, err := NewUnionPayZip(bytes.NewReader(data), int64(len(data)), time.Date(2025, 1, 1, 0, 0, 0, 0, shanghai))
+		r, err := NewUnionPayZip(bytes.NewReader(data), int64(len(data)), time.Date(2025, 1, 1, 0, 0, 0, 0, ChinaTime))
 		if err != nil {
 			wantFormat(t, result{err: err}, "")
 			return
@@ -113,42 +116,36 @@ func FuzzCSV(f *testing.F) {
 	})
 }
 
-// FuzzParseDecimal: whatever parses, formats back to the same string (no guessing: exactly one
-// spelling per amount, bar a shorter fraction).
+// FuzzParseDecimal holds parseDecimal to math/big.Rat: what it accepts is the input's exact value
+// in minor units, and every input of its documented grammar within bounds is accepted.
 func FuzzParseDecimal(f *testing.F) {
-	for _, s := range []string{"0.01", "-12.5", "1,000.00", "1000", "0.001", "01", "-0"} {
+	for _, s := range []string{"0.01", "-12.5", "1,000.00", "1000", "0.001", "01", "-0", "1e3", "1/2", "999999999999.99"} {
 		f.Add(s, 2)
 	}
 	f.Fuzz(func(t *testing.T, s string, exp int) {
 		exp = ((exp % 4) + 4) % 4
+		scale := new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(exp)), nil))
 		v, err := parseDecimal(s, exp)
+		r, isNumber := new(big.Rat).SetString(s)
 		if err != nil {
+			frac := ""
+			if exp > 0 {
+				frac = fmt.Sprintf(`(\.[0-9]{1,%d})?`, exp)
+			}
+			grammar := regexp.MustCompile(`^-?(0|[1-9][0-9]*)` + frac + `$`)
+			if grammar.MatchString(s) && isNumber && new(big.Rat).Abs(new(big.Rat).Mul(r, scale)).Cmp(big.NewRat(maxMinor, 1)) <= 0 {
+				t.Fatalf("%q at exp %d refused (%v), though of the grammar and within bounds", s, exp, err)
+			}
 			return
+		}
+		if !isNumber {
+			t.Fatalf("%q at exp %d parsed as %d; big.Rat reads no number", s, exp, v)
+		}
+		if want := new(big.Rat).Mul(r, scale); !want.IsInt() || want.Num().Cmp(big.NewInt(v)) != 0 {
+			t.Fatalf("%q at exp %d parsed as %d, want %s", s, exp, v, want.RatString())
 		}
 		if v > maxMinor || v < -maxMinor {
 			t.Fatalf("%q: %d out of bounds", s, v)
 		}
-		neg := strings.HasPrefix(s, "-")
-		body := strings.TrimPrefix(s, "-")
-		whole, frac, _ := strings.Cut(body, ".")
-		back := whole + (frac + strings.Repeat("0", exp))[:exp]
-		abs := v
-		if abs < 0 {
-			abs = -abs
-		}
-		if got := strings.TrimLeft(back, "0"); got != strings.TrimLeft(formatInt(abs), "0") || (neg != (v < 0) && v != 0) {
-			t.Fatalf("%q at exp %d parsed as %d", s, exp, v)
-		}
 	})
-}
-
-func formatInt(v int64) string {
-	if v == 0 {
-		return "0"
-	}
-	var b []byte
-	for ; v > 0; v /= 10 {
-		b = append([]byte{byte('0' + v%10)}, b...)
-	}
-	return string(b)
 }

@@ -43,10 +43,10 @@ var _ Reader = (*CSV)(nil)
 // NewCSV reads a generic bill. Errors come from Next.
 func NewCSV(r io.Reader) *CSV { return &CSV{rows: headedRecords{rs: newCSVRecords(r)}} }
 
-// Summary: the format states none.
+// Summary is none: the format states none.
 func (c *CSV) Summary() Summary { return Summary{} }
 
-// Header: the format states no merchant and no period; its lines' time is "time".
+// Header names only the time column: the format states no merchant and no period; its lines' time is "time".
 func (c *CSV) Header() Header { return Header{TimeField: "time"} }
 
 // Next returns the next row.

@@ -70,7 +70,7 @@ func TestLineMerchants(t *testing.T) {
 	}
 
 	u := NewUnionPayZM(bytes.NewReader(zmFile(t, "\n", zmRow("01", "0101000001", "100", "512501010000010002", "T2", ""))),
-		time.Date(2025, 1, 1, 0, 0, 0, 0, shanghai))
+		time.Date(2025, 1, 1, 0, 0, 0, 0, ChinaTime))
 	res = readAll(t, u, 10)
 	if res.err != nil || len(res.lines) != 1 || res.lines[0].Merchant != "777290058110048" || res.lines[0].AppID != "" {
 		t.Fatalf("unionpay: %v, %+v", res.err, res.lines)

@@ -129,7 +129,7 @@ func zipOf(tb testing.TB, entries ...zipEntry) []byte {
 }
 
 func cst(s string) time.Time {
-	t, err := time.ParseInLocation(time.DateTime, s, shanghai)
+	t, err := time.ParseInLocation(time.DateTime, s, ChinaTime)
 	if err != nil {
 		panic(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"golang.org/x/text/encoding/simplifiedchinese"
@@ -15,11 +14,7 @@ import (
 )
 
 // What the readers share: bounded line reading, exact decimal amounts, GBK decoding, columns by
-// header name, and the Chinese channels' clock.
-
-// shanghai is Beijing time. A fixed zone on purpose: China has no daylight saving, and a fixed
-// zone does not depend on the host's tzdata.
-var shanghai = time.FixedZone("CST", 8*3600)
+// header name. The Chinese channels' clock is ChinaTime (day.go).
 
 // maxLine bounds one line of any bill. Real lines are a few hundred bytes; a longer one is a bad
 // line (or not a bill), and the bound is what keeps memory flat on hostile input.

@@ -35,10 +35,10 @@ var _ Reader = (*Stripe)(nil)
 // NewStripe reads the report. Errors come from Next.
 func NewStripe(r io.Reader) *Stripe { return &Stripe{rows: headedRecords{rs: newCSVRecords(r)}} }
 
-// Summary: the report states none; Skipped counts the rows of other categories.
+// Summary is none, as the report states none; Skipped counts the rows of other categories.
 func (s *Stripe) Summary() Summary { return s.sum }
 
-// Header: the report names no account and no period; its lines' time is created_utc.
+// Header names only the time column: the report names no account and no period; its lines' time is created_utc.
 func (s *Stripe) Header() Header { return Header{TimeField: "created_utc"} }
 
 // Next returns the next charge or refund row.

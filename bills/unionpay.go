@@ -64,7 +64,7 @@ var _ Reader = (*UnionPay)(nil)
 // lines' MMDD). Errors come from Next.
 func NewUnionPayZM(r io.Reader, billDate time.Time) *UnionPay {
 	y, m, d := billDate.Date()
-	return &UnionPay{lr: newLineReader(r), date: time.Date(y, m, d, 0, 0, 0, 0, shanghai)}
+	return &UnionPay{lr: newLineReader(r), date: time.Date(y, m, d, 0, 0, 0, 0, ChinaTime)}
 }
 
 // NewUnionPayZip reads the ZM file inside the zip UnionPay's file download holds (once base64
@@ -95,10 +95,10 @@ func NewUnionPayZip(r io.ReaderAt, size int64, billDate time.Time) (*UnionPay, e
 	return NewUnionPayZM(rc, billDate), nil
 }
 
-// Summary: the ZM file states none; Skipped counts the rows of other transaction types.
+// Summary is none, as the ZM file states none; Skipped counts the rows of other transaction types.
 func (u *UnionPay) Summary() Summary { return u.sum }
 
-// Header: the ZM file has no header; every line states its 商户代码 (merId).
+// Header names the columns: the ZM file has no header; every line states its 商户代码 (merId).
 func (u *UnionPay) Header() Header {
 	return Header{TimeField: "交易传输时间", MerchantField: "商户代码"}
 }
@@ -241,7 +241,7 @@ func (u *UnionPay) resolve(s string) (time.Time, error) {
 	}
 	var best time.Time
 	for _, y := range []int{u.date.Year() - 1, u.date.Year(), u.date.Year() + 1} {
-		t := time.Date(y, time.Month(mo), d, h, mi, se, 0, shanghai)
+		t := time.Date(y, time.Month(mo), d, h, mi, se, 0, ChinaTime)
 		if t.Day() != d { // February 29th outside a leap year, April 31st
 			continue
 		}

@@ -48,7 +48,7 @@ func zmFile(tb testing.TB, eol string, rows ...map[int]string) []byte {
 }
 
 func TestUnionPayZM(t *testing.T) {
-	billDate := time.Date(2025, 1, 1, 0, 0, 0, 0, shanghai)
+	billDate := time.Date(2025, 1, 1, 0, 0, 0, 0, ChinaTime)
 	file := zmFile(t, "\r\n",
 		zmRow("01", "1231235959", "1999", "512412312359590001", "T1", ""),
 		zmRow("01", "0101000001", "100000", "512501010000010002", "T2", ""),
@@ -101,7 +101,7 @@ func TestUnionPayYear(t *testing.T) {
 }
 
 func TestUnionPayZip(t *testing.T) {
-	billDate := time.Date(2025, 1, 1, 0, 0, 0, 0, shanghai)
+	billDate := time.Date(2025, 1, 1, 0, 0, 0, 0, ChinaTime)
 	zm := zmFile(t, "\n", zmRow("01", "0101000001", "1999", "512501010000010002", "T1", ""))
 	z := zipOf(t,
 		zipEntry{[]byte("INN25010188ZME_777290058110048"), []byte("not this one\n")},
@@ -127,7 +127,7 @@ func TestUnionPayZip(t *testing.T) {
 }
 
 func TestUnionPayMalformed(t *testing.T) {
-	billDate := time.Date(2025, 1, 1, 0, 0, 0, 0, shanghai)
+	billDate := time.Date(2025, 1, 1, 0, 0, 0, 0, ChinaTime)
 	good := zmRow("01", "0101000001", "1999", "512501010000010002", "T1", "")
 	t.Run("UTF-8 instead of GBK", func(t *testing.T) {
 		line := zmLine(t, good)

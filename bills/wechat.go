@@ -73,7 +73,7 @@ func NewWeChat(r io.Reader) *WeChat {
 // Summary is valid once Next has returned io.EOF.
 func (w *WeChat) Summary() Summary { return w.sum }
 
-// Header: the bill has no period line; every row states its 商户号 and 公众账号ID.
+// Header names the columns: the bill has no period line; every row states its 商户号 and 公众账号ID.
 func (w *WeChat) Header() Header {
 	return Header{TimeField: "交易时间", MerchantField: "商户号", AppIDField: "公众账号ID"}
 }
@@ -247,7 +247,7 @@ func (w *WeChat) row(no int, text string) (l Line, skip bool, err error) {
 		return Line{}, false, lineErr(no, "商户订单号 empty")
 	}
 	ts := trimField(f[c.time])
-	if l.Time, err = time.ParseInLocation(time.DateTime, ts, shanghai); err != nil {
+	if l.Time, err = time.ParseInLocation(time.DateTime, ts, ChinaTime); err != nil {
 		return Line{}, false, lineErr(no, "交易时间 %s: want yyyy-MM-dd HH:mm:ss", quote(ts))
 	}
 	if c.mchID >= 0 {

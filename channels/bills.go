@@ -5,17 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"time"
 
 	"github.com/paygw/paygw/bills"
-	"github.com/paygw/paygw/config"
 )
 
 // Bill downloads: each channel's daily bill fetched over the same outbound plumbing as its trade
 // query (the same SDK clients, merchant keys, transports and response verification), and
-// handed over as a file in the channel's real format, for the matching reader of package bills.
+// handed over as a file in the channel's real format, which bills.Open reads. Download here, read in
+// bills, match in reconcile (Job.MatchBill).
 
 // BillDownloader fetches one channel's bill of a day.
 type BillDownloader interface {
@@ -28,21 +27,12 @@ type BillDownloader interface {
 	DownloadBill(ctx context.Context, day time.Time) (*BillFile, error)
 }
 
-// Bill file formats, each read by one reader of package bills.
-const (
-	billAlipayZip   = "alipay zip"   // bills.NewAlipay
-	billWeChat      = "wechat"       // bills.NewWeChat (gzip or not)
-	billUnionPayZip = "unionpay zip" // bills.NewUnionPayZip
-	billCSV         = "csv"          // bills.NewCSV: paygw's generic format (Stripe's lines)
-	billEmpty       = "empty"        // the channel states there is no bill: a day without trades
-)
-
 // BillFile is a downloaded bill, spooled to a temporary file so that memory stays flat whatever
 // its size. Close removes the file.
 type BillFile struct {
 	Channel string
 	Day     time.Time
-	format  string
+	format  bills.Format
 	f       *os.File
 	size    int64
 }
@@ -51,24 +41,12 @@ type BillFile struct {
 func (b *BillFile) Size() int64 { return b.size }
 
 // Empty reports that the channel stated it has no bill for the day: no trades.
-func (b *BillFile) Empty() bool { return b.format == billEmpty }
+func (b *BillFile) Empty() bool { return b.format == bills.FormatEmpty }
 
-// Reader opens the bill with the reader of its format. bills.Reader errors (bad lines, a format
-// error) come from its Next. An empty day reads as a bill of no lines and no summary.
-func (b *BillFile) Reader() (bills.Reader, error) {
-	switch b.format {
-	case billEmpty:
-		return emptyBill{}, nil
-	case billAlipayZip:
-		return bills.NewAlipay(b.f, b.size)
-	case billUnionPayZip:
-		return bills.NewUnionPayZip(b.f, b.size, b.Day)
-	case billWeChat:
-		return bills.NewWeChat(io.NewSectionReader(b.f, 0, b.size)), nil
-	case billCSV:
-		return bills.NewCSV(io.NewSectionReader(b.f, 0, b.size)), nil
-	}
-	return nil, fmt.Errorf("channels: bill of unknown format %q", b.format)
+// Open reads the bill with the reader of its format (bills.Open), as a file an operator gives is
+// read. An empty day reads as a bill of no lines and no summary.
+func (b *BillFile) Open() (bills.Reader, error) {
+	return bills.Open(b.format, b.f, b.size, b.Day)
 }
 
 // Close removes the spooled file.
@@ -84,89 +62,70 @@ func (b *BillFile) Close() error {
 	return err
 }
 
-// emptyBill is the bill of a day without trades.
-type emptyBill struct{}
-
-func (emptyBill) Next() (bills.Line, error) { return bills.Line{}, io.EOF }
-func (emptyBill) Summary() bills.Summary    { return bills.Summary{} }
-
-// maxBillBytes bounds a downloaded bill as stored (and, for UnionPay, as decompressed): far above
+// MaxBillBytes bounds a downloaded bill as stored (and, for UnionPay, as decompressed): far above
 // any real merchant's day, it keeps a broken or hostile server from filling the disk.
-const maxBillBytes = 2 << 30
+const MaxBillBytes = 2 << 30
 
-// errBillTooLarge: the bill went past maxBillBytes.
-var errBillTooLarge = errors.New("larger than the 2 GiB a bill may take")
+// ErrBillTooLarge means the bill went past MaxBillBytes.
+var ErrBillTooLarge = errors.New("larger than the 2 GiB a bill may take")
 
-// errBillSource: reading the bill's source failed (the connection, or the decompression of what
+// ErrBillSource means reading the bill's source failed (the connection, or the decompression of what
 // came over it), as opposed to writing the spooled copy.
-var errBillSource = errors.New("reading the bill")
+var ErrBillSource = errors.New("reading the bill")
 
 type sourceReader struct{ r io.Reader }
 
 func (s sourceReader) Read(p []byte) (int, error) {
 	n, err := s.r.Read(p)
 	if err != nil && err != io.EOF {
-		err = fmt.Errorf("%w: %w", errBillSource, err)
+		err = fmt.Errorf("%w: %w", ErrBillSource, err)
 	}
 	return n, err
 }
 
-// spoolBill copies r into a new temporary file, at most maxBillBytes of it. The file is
-// positioned anywhere: callers read it with ReadAt.
-func spoolBill(channel, format string, day time.Time, r io.Reader) (*BillFile, error) {
+// NewBillFile starts channel's bill of day in format, as an empty temporary file, for a channel
+// that writes its bill itself (Stripe's, page by page). It is written with Write and closed, and
+// removed, by the caller on failure.
+func NewBillFile(channel string, format bills.Format, day time.Time) (*BillFile, error) {
 	f, err := os.CreateTemp("", "paygw-bill-"+channel+"-*")
 	if err != nil {
 		return nil, fmt.Errorf("channels: %s: spooling the bill: %w", channel, err)
 	}
-	b := &BillFile{Channel: channel, Day: day, format: format, f: f}
-	n, err := io.Copy(f, io.LimitReader(sourceReader{r}, maxBillBytes+1))
+	return &BillFile{Channel: channel, Day: day, format: format, f: f}, nil
+}
+
+// Write appends p to the bill.
+func (b *BillFile) Write(p []byte) (int, error) {
+	n, err := b.f.Write(p)
+	b.size += int64(n)
+	return n, err
+}
+
+// Stored is the bill as stored, from its first byte (compressed when the channel compresses it).
+func (b *BillFile) Stored() *io.SectionReader { return io.NewSectionReader(b.f, 0, b.size) }
+
+// SpoolBill copies r, channel's bill of day in format, into a new temporary file, at most
+// MaxBillBytes of it: past that, ErrBillTooLarge; a failure reading r wraps ErrBillSource.
+func SpoolBill(channel string, format bills.Format, day time.Time, r io.Reader) (*BillFile, error) {
+	b, err := NewBillFile(channel, format, day)
+	if err != nil {
+		return nil, err
+	}
+	_, err = io.Copy(b, io.LimitReader(sourceReader{r}, MaxBillBytes+1))
 	switch {
-	case err == nil && n > maxBillBytes:
-		err = errBillTooLarge
+	case err == nil && b.size > MaxBillBytes:
+		err = ErrBillTooLarge
 	case err == nil:
-		b.size = n
 		return b, nil
 	}
 	_ = b.Close()
 	return nil, err
 }
 
-// emptyBillFile is the bill of a day the channel says had no trades.
-func emptyBillFile(channel string, day time.Time) *BillFile {
-	return &BillFile{Channel: channel, Day: day, format: billEmpty}
+// NoBill is the bill of a day the channel says had no trades.
+func NoBill(channel string, day time.Time) *BillFile {
+	return &BillFile{Channel: channel, Day: day, format: bills.FormatEmpty}
 }
 
-// billDate is day's date as the channels write it (yyyy-MM-dd), whatever day's zone.
-func billDate(day time.Time) string { return day.Format(time.DateOnly) }
-
-// BillDownloadersFromConfig builds the bill downloader of every enabled channel, as
-// QueriersFromConfig builds the queriers: a channel without outbound credentials is left out and
-// its ErrNoCredentials error is in skipped; any other error stops the start. stripeDay is the
-// zone of Stripe's day (reconcile.stripe_timezone).
-func BillDownloadersFromConfig(c config.Channels, chs []Channel, stripeDay *time.Location, hc *http.Client) (ds []BillDownloader, skipped []error, err error) {
-	for _, ch := range chs {
-		var d BillDownloader
-		var err error
-		switch v := ch.(type) {
-		case *Alipay:
-			d, err = NewAlipayBills(c.Alipay, v, hc)
-		case *WeChatPay:
-			d, err = NewWeChatPayBills(c.WeChatPay, v, hc)
-		case *Stripe:
-			d, err = NewStripeBills(c.Stripe, stripeDay, hc)
-		case *UnionPay:
-			d, err = NewUnionPayBills(c.UnionPay, v, hc)
-		default:
-			continue
-		}
-		switch {
-		case errors.Is(err, ErrNoCredentials):
-			skipped = append(skipped, err)
-		case err != nil:
-			return nil, nil, err
-		default:
-			ds = append(ds, d)
-		}
-	}
-	return ds, skipped, nil
-}
+// BillDate is day's date as the channels write it (yyyy-MM-dd), whatever day's zone.
+func BillDate(day time.Time) string { return day.Format(time.DateOnly) }

@@ -1,20 +1,22 @@
-// Package channels verifies the raw bytes a payment channel sends into a payment.Event, and renders
-// the reply that channel expects; one file per channel.
+// Package channels is the shape every payment channel shares: the interfaces the gateway uses
+// (Channel verifies what a channel sends and renders its replies, Querier asks it about a trade,
+// BillDownloader fetches its daily bill), the errors they return, the checks and key parsing they
+// share, and the downloaded BillFile. Each channel is a package of its own under channels/
+// (alipay, wechatpay, stripe, unionpay); channels/all builds them from the configuration.
 package channels
 
 import (
 	"bytes"
-	"crypto/rsa"
 	"crypto/subtle"
-	"crypto/x509"
-	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
+	"sort"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/paygw/paygw/payment"
@@ -28,6 +30,10 @@ var (
 	ErrNotOurs      = errors.New("channels: not ours")      // app or merchant id is not the configured one
 	ErrUnsupported  = errors.New("channels: unsupported")   // e.g. an unknown sign_type or charset
 
+	// ErrStale means a notification's timestamp is outside the channel's clock window: too old (a
+	// replay, or a delivery held back) or too far in the future. Like the other errors, refuse it.
+	ErrStale = errors.New("channels: stale")
+
 	// ErrProbe is a channel's deliberate test of our verification (WeChat's WECHATPAY/SIGNTEST/
 	// signatures): refused like any bad signature, but expected, so it says nothing about our keys.
 	ErrProbe = fmt.Errorf("%w: signature probe", ErrBadSignature)
@@ -38,30 +44,30 @@ var (
 // payment.MaxTradeNo). A longer id is refused when the notification is verified: stored, it would
 // fail its insert on every redelivery until the channel gives up.
 const (
-	maxNotifyID     = 128
-	maxChannelTxnID = 128
-	maxRefundID     = 128
+	MaxNotifyID     = 128
+	MaxChannelTxnID = 128
+	MaxRefundID     = 128
 )
 
-// checkEvent is the one width and shape check every Verify passes its event through. Status and
+// CheckEvent is the one width and shape check every Verify passes its event through. Status and
 // Subject are informational and clipped by the repository instead.
-func checkEvent(ev payment.Event) (payment.Event, error) {
+func CheckEvent(ev payment.Event) (payment.Event, error) {
 	bad := func(format string, args ...any) (payment.Event, error) {
 		return payment.Event{}, fmt.Errorf("%w: %s: "+format, append([]any{ErrMalformed, ev.Channel}, args...)...)
 	}
 	switch {
-	case ev.NotifyID == "" || len(ev.NotifyID) > maxNotifyID:
-		return bad("notification id missing or longer than %d bytes", maxNotifyID)
+	case ev.NotifyID == "" || len(ev.NotifyID) > MaxNotifyID:
+		return bad("notification id missing or longer than %d bytes", MaxNotifyID)
 	case ev.TradeNo != "" && !payment.ValidTradeNo(ev.TradeNo):
 		return bad("merchant order number not 1-%d of [A-Za-z0-9_-]", payment.MaxTradeNo)
 	case ev.TradeNo == "" && ev.Kind != payment.KindRefund && ev.Kind != payment.KindOther:
 		return bad("merchant order number missing")
-	case len(ev.ChannelTxnID) > maxChannelTxnID:
-		return bad("transaction id longer than %d bytes", maxChannelTxnID)
+	case len(ev.ChannelTxnID) > MaxChannelTxnID:
+		return bad("transaction id longer than %d bytes", MaxChannelTxnID)
 	case ev.Kind == payment.KindRefund && ev.RefundID == "" && !ev.RefundIsTotal:
 		return bad("refund id missing on a refund that states its own amount")
-	case len(ev.RefundID) > maxRefundID:
-		return bad("refund id longer than %d bytes", maxRefundID)
+	case len(ev.RefundID) > MaxRefundID:
+		return bad("refund id longer than %d bytes", MaxRefundID)
 	case ev.RefundBillKey != "":
 		return bad("a bill line's key on a channel's message")
 	case (ev.Kind == payment.KindPaid || ev.Kind == payment.KindRefund) && ev.ChannelTxnID == "":
@@ -71,7 +77,7 @@ func checkEvent(ev payment.Event) (payment.Event, error) {
 	case ev.AmountFen < 0 || ev.RefundFen < 0:
 		return bad("negative amount")
 	case ev.Currency != "" && !isCurrencyCode(ev.Currency):
-		return bad("currency %s is not 3 upper-case letters", quote(ev.Currency))
+		return bad("currency %s is not 3 upper-case letters", Quote(ev.Currency))
 	case ev.Currency == "" && ev.Kind != payment.KindOther:
 		return bad("currency missing")
 	}
@@ -82,6 +88,45 @@ func isCurrencyCode(s string) bool {
 	return len(s) == 3 && strings.Trim(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") == ""
 }
 
+// Channel is the shape every channel shares: verify raw bytes and headers into an event, render
+// the three replies in the channel's own words, and say how long applying an event may take.
+type Channel interface {
+	Name() string
+	Verify(body []byte, header http.Header, now time.Time) (payment.Event, error)
+	Reply(r payment.Reply) Response
+	// ApplyTimeout bounds the work on one verified notification, well inside the time the channel
+	// waits for our reply: past it we answer "retry" rather than let the channel give up on us
+	// while we are still working.
+	ApplyTimeout() time.Duration
+}
+
+// MaxFen bounds any single amount (one billion yuan): larger is a parsing accident, not a trade.
+const MaxFen = 100_000_000_000
+
+// SortedPairs is the string the form-signing channels (Alipay, UnionPay) sign: the parameters
+// keep accepts, sorted by key in byte order, as k=v joined by &, values as received (decoded, not
+// escaped). It is built from the received map, so fields we do not know count too.
+func SortedPairs(params map[string]string, keep func(k, v string) bool) string {
+	keys := make([]string, 0, len(params))
+	for k, v := range params {
+		if keep(k, v) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte('&')
+		}
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(params[k])
+	}
+	return b.String()
+}
+
 // Response is what the HTTP layer writes back to the channel, as is.
 type Response struct {
 	Status      int
@@ -89,61 +134,9 @@ type Response struct {
 	Body        []byte
 }
 
-// minRSABits refuses toy keys at configuration time rather than at the first notification.
-// 1024 still admits the legacy keys of Alipay's sign_type RSA.
-const minRSABits = 1024
-
-// ParseRSAPublicKey reads an RSA public key given as PEM ("PUBLIC KEY" PKIX or "RSA PUBLIC KEY"
-// PKCS#1) or as the bare base64 of a PKIX DER, which is what the Alipay console shows; whitespace
-// and line breaks inside the base64 are ignored.
-func ParseRSAPublicKey(s string) (*rsa.PublicKey, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return nil, errors.New("channels: RSA public key: empty")
-	}
-
-	var key any
-	var err error
-	if strings.HasPrefix(s, "-----BEGIN") {
-		block, rest := pem.Decode([]byte(s))
-		switch {
-		case block == nil:
-			return nil, errors.New("channels: RSA public key: invalid PEM")
-		case len(strings.TrimSpace(string(rest))) != 0:
-			return nil, errors.New("channels: RSA public key: data after the PEM block")
-		}
-		switch block.Type {
-		case "PUBLIC KEY":
-			key, err = x509.ParsePKIXPublicKey(block.Bytes)
-		case "RSA PUBLIC KEY":
-			key, err = x509.ParsePKCS1PublicKey(block.Bytes)
-		default:
-			return nil, fmt.Errorf("channels: RSA public key: PEM type %q, want PUBLIC KEY or RSA PUBLIC KEY", block.Type)
-		}
-	} else {
-		der, decErr := base64.StdEncoding.DecodeString(strings.Join(strings.Fields(s), ""))
-		if decErr != nil {
-			return nil, errors.New("channels: RSA public key: neither PEM nor valid base64")
-		}
-		key, err = x509.ParsePKIXPublicKey(der)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("channels: RSA public key: %w", err)
-	}
-
-	rsaKey, ok := key.(*rsa.PublicKey)
-	if !ok {
-		return nil, fmt.Errorf("channels: RSA public key: got a %T key", key)
-	}
-	if n := rsaKey.N.BitLen(); n < minRSABits {
-		return nil, fmt.Errorf("channels: RSA public key: %d bits, want at least %d", n, minRSABits)
-	}
-	return rsaKey, nil
-}
-
-// parseForm reads an x-www-form-urlencoded body into a map, refusing what a form encoder would
+// ParseForm reads an x-www-form-urlencoded body into a map, refusing what a form encoder would
 // never produce: an empty body, duplicate or empty names, bad escapes.
-func parseForm(channel string, body []byte) (map[string]string, error) {
+func ParseForm(channel string, body []byte) (map[string]string, error) {
 	if len(body) == 0 {
 		return nil, fmt.Errorf("%w: %s: empty body", ErrMalformed, channel)
 	}
@@ -158,25 +151,25 @@ func parseForm(channel string, body []byte) (map[string]string, error) {
 		case k == "":
 			return nil, fmt.Errorf("%w: %s: parameter without a name", ErrMalformed, channel)
 		case len(vs) != 1:
-			return nil, fmt.Errorf("%w: %s: duplicate parameter %s", ErrMalformed, channel, quote(k))
+			return nil, fmt.Errorf("%w: %s: duplicate parameter %s", ErrMalformed, channel, Quote(k))
 		}
 		params[k] = vs[0]
 	}
 	return params, nil
 }
 
-// checkUTF8 refuses parameters whose names or values are not UTF-8.
-func checkUTF8(channel string, params map[string]string) error {
+// CheckUTF8 refuses parameters whose names or values are not UTF-8.
+func CheckUTF8(channel string, params map[string]string) error {
 	for k, v := range params {
 		if !utf8.ValidString(k) || !utf8.ValidString(v) {
-			return fmt.Errorf("%w: %s: parameter %s is not UTF-8", ErrMalformed, channel, quote(k))
+			return fmt.Errorf("%w: %s: parameter %s is not UTF-8", ErrMalformed, channel, Quote(k))
 		}
 	}
 	return nil
 }
 
-// allDigits reports whether s is non-empty ASCII digits.
-func allDigits(s string) bool {
+// AllDigits reports whether s is non-empty ASCII digits.
+func AllDigits(s string) bool {
 	if s == "" {
 		return false
 	}
@@ -188,7 +181,8 @@ func allDigits(s string) bool {
 	return true
 }
 
-func requiredField(channel string, params map[string]string, key string, maxLen int) (string, error) {
+// RequiredField is params[key], refused as ErrMalformed when it is missing or longer than maxLen.
+func RequiredField(channel string, params map[string]string, key string, maxLen int) (string, error) {
 	v := params[key]
 	switch {
 	case v == "":
@@ -199,13 +193,14 @@ func requiredField(channel string, params map[string]string, key string, maxLen 
 	return v, nil
 }
 
-func equalConstantTime(a, b string) bool {
+// EqualConstantTime compares a secret or signature without leaking where it differs.
+func EqualConstantTime(a, b string) bool {
 	return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
 }
 
-// quote renders untrusted text for an error message, cut short so a hostile body cannot flood
+// Quote renders untrusted text for an error message, cut short so a hostile body cannot flood
 // the logs.
-func quote(s string) string {
+func Quote(s string) string {
 	const max = 32
 	if len(s) > max {
 		return fmt.Sprintf("%q...", s[:max])
@@ -213,14 +208,14 @@ func quote(s string) string {
 	return fmt.Sprintf("%q", s)
 }
 
-// maxJSONDepth bounds the nesting strictJSON walks; the channels' events nest a handful deep.
+// maxJSONDepth bounds the nesting StrictJSON walks; the channels' events nest a handful deep.
 const maxJSONDepth = 64
 
-// strictJSON refuses a JSON body two readers could read differently: invalid UTF-8, which
+// StrictJSON refuses a JSON body two readers could read differently: invalid UTF-8, which
 // encoding/json silently turns into U+FFFD, and an object key given twice, of which encoding/json
 // keeps the last and other readers the first. A signature proves who sent the bytes, not that
 // everyone reads them alike.
-func strictJSON(channel, what string, body []byte) error {
+func StrictJSON(channel, what string, body []byte) error {
 	if !utf8.Valid(body) {
 		return fmt.Errorf("%w: %s: %s is not UTF-8", ErrMalformed, channel, what)
 	}
@@ -235,7 +230,7 @@ func strictJSON(channel, what string, body []byte) error {
 	return nil
 }
 
-// errJSONSyntax keeps the decoder's messages, which quote input, out of our errors.
+// errJSONSyntax keeps the decoder's messages, which Quote input, out of our errors.
 var errJSONSyntax = errors.New("not one well-formed JSON value")
 
 func strictValue(dec *json.Decoder, depth int) error {
@@ -260,7 +255,7 @@ func strictValue(dec *json.Decoder, depth int) error {
 			}
 			key, _ := tok.(string) // the decoder accepts only strings as keys
 			if seen[key] {
-				return fmt.Errorf("duplicate key %s", quote(key))
+				return fmt.Errorf("duplicate key %s", Quote(key))
 			}
 			seen[key] = true
 			if err := strictValue(dec, depth+1); err != nil {

@@ -14,7 +14,7 @@ import (
 // notification would: same channel transaction id, so a query and a late notification apply once
 // between them.
 
-// ErrQueryFailed: the channel could not be asked (transport, HTTP status, the channel's own
+// ErrQueryFailed means the channel could not be asked (transport, HTTP status, the channel's own
 // error). Nothing is known; ask again later. Unverified or unreadable responses are
 // ErrBadSignature and ErrMalformed, as for notifications.
 var ErrQueryFailed = errors.New("channels: query failed")
@@ -69,6 +69,6 @@ type Querier interface {
 // a notification's, and repeated queries of one payment journal it once.
 func QueryNotifyID(txnID string) string { return "query:" + txnID }
 
-// ErrNoCredentials: the channel verifies notifications but lacks the merchant-side key its queries
+// ErrNoCredentials means the channel verifies notifications but lacks the merchant-side key its queries
 // need; the error names the missing configuration key. Its queries are skipped.
 var ErrNoCredentials = errors.New("channels: outbound credentials missing")

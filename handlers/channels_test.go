@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/paygw/paygw/channels"
+	"github.com/paygw/paygw/channels/all"
 	"github.com/paygw/paygw/config"
 	"github.com/paygw/paygw/internal/testenv"
 	"github.com/paygw/paygw/payment"
@@ -45,7 +46,7 @@ func TestMain(m *testing.M) {
 		cfg.Channels.Alipay.AlipayPublicKey = string(simulate.PEMPublicKey(&alipayKey.PublicKey))
 		cfg.Channels.Alipay.AppID = testAppID
 		cfg.Channels.WeChatPay.AppIDs = []string{secondWeChatAppID} // a second appid of the same mchid
-		if sandbox.channels, err = channels.FromConfig(cfg.Channels); err != nil {
+		if sandbox.channels, err = all.FromConfig(cfg.Channels); err != nil {
 			panic(err)
 		}
 		if sandbox.signers, err = simulate.LoadSigners(dir); err != nil {

@@ -24,35 +24,12 @@ func (s *Server) notify(ch channels.Channel) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := s.now()
 		body, err := s.readBody(c)
-		switch {
-		case errors.Is(err, errTooLarge):
-			s.cfg.Metrics.VerifyFailure(ch.Name(), metrics.ReasonTooLarge)
-			s.countNotification(ch, metrics.OutcomeRefused, start)
-			s.logNotification(c, zerolog.WarnLevel, ch, nil, "REFUSED", start, err)
-			return writeReply(c, http.StatusRequestEntityTooLarge, ch.Reply(payment.ReplyRefuse))
-		case err != nil: // the body did not arrive whole (too slow, cut off): refused, nothing read
-			s.cfg.Metrics.VerifyFailure(ch.Name(), metrics.ReasonBody)
-			s.countNotification(ch, metrics.OutcomeRefused, start)
-			s.logNotification(c, zerolog.WarnLevel, ch, nil, "REFUSED", start, err)
-			return writeReply(c, http.StatusRequestTimeout, ch.Reply(payment.ReplyRefuse))
+		if err != nil {
+			return s.refuse(c, ch, start, nil, readRefusal(err), err)
 		}
 		ev, err := ch.Verify(body, c.Request().Header, start)
-		switch {
-		case errors.Is(err, channels.ErrProbe):
-			// The channel testing that we verify: refused as it expects, and no sign of a key
-			// problem, so it is not a warning.
-			s.cfg.Metrics.VerifyFailure(ch.Name(), metrics.ReasonProbe)
-			s.countNotification(ch, metrics.OutcomeProbe, start)
-			s.logNotification(c, zerolog.InfoLevel, ch, nil, "probe", start, err)
-			return writeReply(c, 0, ch.Reply(payment.ReplyRefuse))
-		case err != nil:
-			// Warn, not info: a wrong or rotated key refuses every real payment until someone
-			// notices, and the channel gives up after its last retry.
-			s.cfg.Metrics.VerifyFailure(ch.Name(), verifyReason(err))
-			s.countNotification(ch, metrics.OutcomeRefused, start)
-			s.logNotification(c, zerolog.WarnLevel, ch, nil, "REFUSED", start, err)
-			s.rememberRefusal(c.Request().Context(), ch.Name(), body, start, err)
-			return writeReply(c, 0, ch.Reply(payment.ReplyRefuse))
+		if err != nil {
+			return s.refuse(c, ch, start, body, verifyRefusal(err), err)
 		}
 		// Each channel waits its own time for the reply (WeChat 5 s, UnionPay 10 s): past the
 		// channel's deadline we answer "retry" before it stops listening.
@@ -73,6 +50,49 @@ func (s *Server) notify(ch channels.Channel) echo.HandlerFunc {
 		s.logNotification(c, level, ch, &ev, string(outcome), start, nil)
 		return writeReply(c, 0, ch.Reply(outcome.Reply()))
 	}
+}
+
+// refusal is how a notification refused before apply is counted, logged and answered.
+type refusal struct {
+	reason   string        // paygw_verify_failures_total's reason
+	outcome  string        // paygw_notifications_total's outcome
+	logAs    string        // the log line's outcome
+	level    zerolog.Level // the log line's level
+	status   int           // overrides the status of the channel's refusal reply; 0 keeps it
+	remember bool          // noted for `paygw why`: a message naming an order was refused
+}
+
+// readRefusal is the refusal of a body that did not arrive: too large, or not whole (too slow,
+// cut off). Nothing of it was read.
+func readRefusal(err error) refusal {
+	if errors.Is(err, errTooLarge) {
+		return refusal{reason: metrics.ReasonTooLarge, outcome: metrics.OutcomeRefused, logAs: "REFUSED", level: zerolog.WarnLevel,
+			status: http.StatusRequestEntityTooLarge}
+	}
+	return refusal{reason: metrics.ReasonBody, outcome: metrics.OutcomeRefused, logAs: "REFUSED", level: zerolog.WarnLevel,
+		status: http.StatusRequestTimeout}
+}
+
+// verifyRefusal is the refusal of a body that did not verify. A probe is the channel testing that
+// we verify: refused as it expects, and no sign of a key problem, so it is not a warning. Any
+// other is: a wrong or rotated key refuses every real payment until someone notices, and the
+// channel gives up after its last retry.
+func verifyRefusal(err error) refusal {
+	if errors.Is(err, channels.ErrProbe) {
+		return refusal{reason: metrics.ReasonProbe, outcome: metrics.OutcomeProbe, logAs: "probe", level: zerolog.InfoLevel}
+	}
+	return refusal{reason: verifyReason(err), outcome: metrics.OutcomeRefused, logAs: "REFUSED", level: zerolog.WarnLevel, remember: true}
+}
+
+// refuse counts, logs and answers one refused notification, in the channel's words.
+func (s *Server) refuse(c echo.Context, ch channels.Channel, start time.Time, body []byte, r refusal, err error) error {
+	s.cfg.Metrics.VerifyFailure(ch.Name(), r.reason)
+	s.countNotification(ch, r.outcome, start)
+	s.logNotification(c, r.level, ch, nil, r.logAs, start, err)
+	if r.remember {
+		s.rememberRefusal(c.Request().Context(), ch.Name(), body, start, err)
+	}
+	return writeReply(c, r.status, ch.Reply(payment.ReplyRefuse))
 }
 
 // verifyReason maps a channel's verification error to its paygw_verify_failures_total reason.

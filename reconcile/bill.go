@@ -104,7 +104,7 @@ const stageBatch = 1000
 // maxBadLinesReported bounds the bad lines a report quotes (all are counted).
 const maxBadLinesReported = 100
 
-// RunBill reconciles one channel's day against the bill r reads, as a run of its own, all or
+// MatchBill reconciles one channel's day against the bill r reads, as a run of its own, all or
 // nothing:
 //   - a bill of another merchant or another day is refused before anything is kept: the error
 //     is a *RefusedError naming the line and the field;
@@ -118,7 +118,7 @@ const maxBadLinesReported = 100
 // the whole bill is read and judged, so no reader error or refusal follows one. Repairs a run
 // made before the database failed it stay: a trusted bill proved each. Call it under the bill
 // lease (HoldBillLease): one run at a time.
-func (j *Job) RunBill(ctx context.Context, channel string, day time.Time, r bills.Reader, cfg BillConfig, progress func(lines int)) (BillReport, error) {
+func (j *Job) MatchBill(ctx context.Context, channel string, day time.Time, r bills.Reader, cfg BillConfig, progress func(lines int)) (BillReport, error) {
 	loc := cfg.Location
 	if loc == nil {
 		loc = time.UTC

@@ -29,7 +29,7 @@ func TestIssue20Case07FailedRunLeavesNeighboursAlone(t *testing.T) {
 
 	const header = "trade_no,channel_txn_id,kind,amount_fen,currency,time\n"
 	run := func(d time.Time, bill string) (reconcile.BillReport, error) {
-		return w.job.RunBill(ctx, "alipay", d, bills.NewCSV(strings.NewReader(bill)), cfg, nil)
+		return w.job.MatchBill(ctx, "alipay", d, bills.NewCSV(strings.NewReader(bill)), cfg, nil)
 	}
 	dayBill := header + "NOTOURS0,X0,PAY,100,CNY," + day.Add(10*time.Hour).Format(time.RFC3339) + "\n"
 	// The next day's bill: 1,500 lines, the late payment's at line 1200; bad names a line that

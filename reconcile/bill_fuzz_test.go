@@ -142,7 +142,7 @@ func FuzzBillRun(f *testing.F) {
 			cfg.Identity = fuzzIdentity[ff.channel]
 		}
 		before := fuzzSnapshot(t, raw, -1)
-		rep, err := job.RunBill(ctx, ff.channel, fuzzDay, r, cfg, nil)
+		rep, err := job.MatchBill(ctx, ff.channel, fuzzDay, r, cfg, nil)
 		after := fuzzSnapshot(t, raw, before.maxRun)
 		if after.running != 0 {
 			t.Fatalf("%d runs left running", after.running)

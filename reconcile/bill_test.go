@@ -82,7 +82,7 @@ func TestBillEveryClass(t *testing.T) {
 			want[reconcile.ClassMatched], want[reconcile.ClassChannelOnly] = 3, 0
 			want[reconcile.ClassRefundMatched], want[reconcile.ClassRefundChannelOnly] = 2, 0
 		}
-		rep, err := w.job.RunBill(context.Background(), "alipay", day, bills.NewCSV(strings.NewReader(bill)), reconcile.BillConfig{Location: time.UTC}, nil)
+		rep, err := w.job.MatchBill(context.Background(), "alipay", day, bills.NewCSV(strings.NewReader(bill)), reconcile.BillConfig{Location: time.UTC}, nil)
 		if err != nil {
 			t.Fatalf("run %d: %v", run, err)
 		}
@@ -154,7 +154,7 @@ func TestBillLocalOnlyWaitsForTheNextDay(t *testing.T) {
 	header := "trade_no,channel_txn_id,kind,amount_fen,currency,time\n"
 	run := func(d time.Time, body string) reconcile.BillReport {
 		t.Helper()
-		rep, err := w.job.RunBill(context.Background(), "alipay", d, bills.NewCSV(strings.NewReader(header+body)), reconcile.BillConfig{Location: time.UTC}, nil)
+		rep, err := w.job.MatchBill(context.Background(), "alipay", d, bills.NewCSV(strings.NewReader(header+body)), reconcile.BillConfig{Location: time.UTC}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -193,7 +193,7 @@ func TestBillAndNotificationAtOnce(t *testing.T) {
 	bill := "trade_no,channel_txn_id,kind,amount_fen,currency,time\n" + strings.Join(lines, "\n") + "\n"
 	done := make(chan error, 1)
 	go func() {
-		_, err := w.job.RunBill(context.Background(), "alipay", day, bills.NewCSV(strings.NewReader(bill)), reconcile.BillConfig{Location: time.UTC}, nil)
+		_, err := w.job.MatchBill(context.Background(), "alipay", day, bills.NewCSV(strings.NewReader(bill)), reconcile.BillConfig{Location: time.UTC}, nil)
 		done <- err
 	}()
 	for i, tn := range trades {
@@ -228,7 +228,7 @@ func TestBillEveryClassInEachRealFormat(t *testing.T) {
 	for _, ch := range []string{"alipay", "wechatpay", "unionpay", "stripe"} {
 		t.Run(ch, func(t *testing.T) {
 			w := newWorld(t)
-			loc := time.FixedZone("CST", 8*3600)
+			loc := bills.ChinaTime
 			if ch == "stripe" {
 				loc = time.UTC
 			}
@@ -278,11 +278,11 @@ func TestBillEveryClassInEachRealFormat(t *testing.T) {
 				if err != nil {
 					t.Fatalf("run %d: download: %v", run, err)
 				}
-				r, err := file.Reader()
+				r, err := file.Open()
 				if err != nil {
 					t.Fatal(err)
 				}
-				rep, err := w.job.RunBill(context.Background(), ch, day, r, reconcile.BillConfig{Location: loc, Downloaded: true,
+				rep, err := w.job.MatchBill(context.Background(), ch, day, r, reconcile.BillConfig{Location: loc, Downloaded: true,
 					Identity: sandboxIdentity[ch]}, nil)
 				file.Close()
 				if err != nil {
@@ -316,7 +316,7 @@ func TestUnreadableBillChangesNothing(t *testing.T) {
 	w := newWorld(t)
 	day := time.Now().UTC().AddDate(0, 0, -3).Truncate(24 * time.Hour)
 	good := "trade_no,channel_txn_id,kind,amount_fen,currency,time\nNOTOURS1,X1,PAY,100,CNY," + day.Add(time.Hour).Format(time.RFC3339) + "\n"
-	if _, err := w.job.RunBill(context.Background(), "alipay", day, bills.NewCSV(strings.NewReader(good)), reconcile.BillConfig{Location: time.UTC}, nil); err != nil {
+	if _, err := w.job.MatchBill(context.Background(), "alipay", day, bills.NewCSV(strings.NewReader(good)), reconcile.BillConfig{Location: time.UTC}, nil); err != nil {
 		t.Fatal(err)
 	}
 	before := w.count(`SELECT COUNT(*) FROM recon_discrepancy`)
@@ -324,7 +324,7 @@ func TestUnreadableBillChangesNothing(t *testing.T) {
 		"a missing column": "trade_no,channel_txn_id,kind,currency,time\nT1,X1,PAY,CNY," + day.Format(time.RFC3339) + "\n",
 		"not a bill":       "\x00\x01\x02",
 	} {
-		_, err := w.job.RunBill(context.Background(), "alipay", day, bills.NewCSV(strings.NewReader(bill)), reconcile.BillConfig{Location: time.UTC}, nil)
+		_, err := w.job.MatchBill(context.Background(), "alipay", day, bills.NewCSV(strings.NewReader(bill)), reconcile.BillConfig{Location: time.UTC}, nil)
 		if !errors.Is(err, bills.ErrFormat) || !strings.Contains(err.Error(), "line") {
 			t.Fatalf("%s: %v, want a format error naming the line", name, err)
 		}

@@ -19,7 +19,7 @@ import (
 	"github.com/paygw/paygw/simulate"
 )
 
-var cst = time.FixedZone("CST", 8*3600)
+var cst = bills.ChinaTime
 
 // The pid the Alipay bills below are of.
 const testPID = "2088000000000001"
@@ -158,7 +158,7 @@ func TestBillTrustRules(t *testing.T) {
 			tn := w.order(c.channel, 100)
 			runs := w.count(`SELECT COUNT(*) FROM recon_run`)
 			c.cfg.Location = cst
-			rep, err := w.job.RunBill(ctx, c.channel, day, c.bill(day, tn), c.cfg, nil)
+			rep, err := w.job.MatchBill(ctx, c.channel, day, c.bill(day, tn), c.cfg, nil)
 			var refusal *reconcile.RefusedError
 			switch c.want {
 			case refused:
@@ -209,7 +209,7 @@ func TestRefusedLateInTheBillKeepsNothing(t *testing.T) {
 		}
 		fmt.Fprintf(&b, "NOTOURS%d,X%d,PAY,100,CNY,%s\n", no, no, at.Format(time.RFC3339))
 	}
-	_, err := w.job.RunBill(context.Background(), "alipay", day, bills.NewCSV(strings.NewReader(b.String())),
+	_, err := w.job.MatchBill(context.Background(), "alipay", day, bills.NewCSV(strings.NewReader(b.String())),
 		reconcile.BillConfig{Location: time.UTC, Source: repository.SourceCSV}, nil)
 	var refusal *reconcile.RefusedError
 	if !errors.As(err, &refusal) || refusal.Line != 1300 || refusal.Field != "time" {
@@ -243,7 +243,7 @@ func TestUntrustedBillIsNoEvidence(t *testing.T) {
 	}
 	other := w.bareOrder(100)
 	dayBill := alipayText(t, testPID+"0156", day, other, "O1", 100, day.Add(9*time.Hour))
-	if _, err := w.job.RunBill(ctx, "alipay", day, bills.NewAlipayCSV(strings.NewReader(dayBill)), cfg, nil); err != nil {
+	if _, err := w.job.MatchBill(ctx, "alipay", day, bills.NewAlipayCSV(strings.NewReader(dayBill)), cfg, nil); err != nil {
 		t.Fatal(err)
 	}
 	if pending() != 1 {
@@ -251,14 +251,14 @@ func TestUntrustedBillIsNoEvidence(t *testing.T) {
 	}
 	// The next day's bill shows L1, but its totals claim two payments: untrusted.
 	nextBill := strings.Replace(alipayText(t, testPID+"0156", next, late, "L1", 100, next.Add(time.Minute)), "1\xb1\xca", "2\xb1\xca", 1)
-	rep, err := w.job.RunBill(ctx, "alipay", next, bills.NewAlipayCSV(strings.NewReader(nextBill)), cfg, nil)
+	rep, err := w.job.MatchBill(ctx, "alipay", next, bills.NewAlipayCSV(strings.NewReader(nextBill)), cfg, nil)
 	if err != nil || rep.Trusted {
 		t.Fatalf("the next day: %v, trusted %v (summary %q)", err, rep.Trusted, rep.SummaryMismatch)
 	}
 	if pending() != 1 {
 		t.Fatal("an untrusted bill settled the day before")
 	}
-	if _, err := w.job.RunBill(ctx, "alipay", day, bills.NewAlipayCSV(strings.NewReader(dayBill)), cfg, nil); err != nil {
+	if _, err := w.job.MatchBill(ctx, "alipay", day, bills.NewAlipayCSV(strings.NewReader(dayBill)), cfg, nil); err != nil {
 		t.Fatal(err)
 	}
 	if pending() != 1 {

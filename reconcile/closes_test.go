@@ -249,7 +249,7 @@ func TestIssue20Case12StripeBehindPathPrefix(t *testing.T) {
 		t.Fatalf("bill through the prefix: %v", err)
 	}
 	defer b.Close()
-	r, err := b.Reader()
+	r, err := b.Open()
 	if err != nil {
 		t.Fatal(err)
 	}

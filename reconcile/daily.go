@@ -128,10 +128,10 @@ func (b *DailyBills) run(ctx context.Context, d channels.BillDownloader, day tim
 		return BillReport{}, err
 	}
 	defer f.Close()
-	r, err := f.Reader()
+	r, err := f.Open()
 	if err != nil {
 		return BillReport{}, err
 	}
-	return b.job.RunBill(ctx, d.Name(), day, r, BillConfig{LocalOnlyGrace: b.cfg.LocalOnlyGrace, Location: day.Location(),
+	return b.job.MatchBill(ctx, d.Name(), day, r, BillConfig{LocalOnlyGrace: b.cfg.LocalOnlyGrace, Location: day.Location(),
 		Source: repository.SourceChannel, Downloaded: true, Identity: b.cfg.Identities[d.Name()]}, nil)
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paygw/paygw/bills"
 	"github.com/paygw/paygw/channels"
 	"github.com/paygw/paygw/internal/testenv"
 	"github.com/paygw/paygw/lease"
@@ -18,7 +19,7 @@ import (
 func TestDailyBills(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
-	cst := time.FixedZone("CST", 8*3600)
+	cst := bills.ChinaTime
 	y, m, d := time.Now().In(cst).AddDate(0, 0, -3).Date()
 	day := time.Date(y, m, d, 0, 0, 0, 0, cst)
 	testenv.Exec(t, w.dsn, `INSERT INTO orders (trade_no, user_id, sku, num, amount_fen, currency, status, create_time, update_time)

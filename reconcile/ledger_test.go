@@ -28,7 +28,7 @@ func (w *world) refund(channel, tradeNo, txn, refundID string, fen int64, total 
 func (w *world) runCSV(channel string, day time.Time, lines ...string) reconcile.BillReport {
 	w.t.Helper()
 	bill := "trade_no,channel_txn_id,kind,amount_fen,currency,time,refund_id\n" + strings.Join(lines, "\n") + "\n"
-	rep, err := w.job.RunBill(context.Background(), channel, day, bills.NewCSV(strings.NewReader(bill)), reconcile.BillConfig{Location: time.UTC}, nil)
+	rep, err := w.job.MatchBill(context.Background(), channel, day, bills.NewCSV(strings.NewReader(bill)), reconcile.BillConfig{Location: time.UTC}, nil)
 	if err != nil {
 		w.t.Fatal(err)
 	}

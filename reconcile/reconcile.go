@@ -46,14 +46,11 @@ const (
 	answerUnverified = "UNVERIFIED" // its response did not verify or did not parse
 )
 
-// Querier asks one channel about trades (channels.Querier).
-type Querier = channels.Querier
-
 // Job asks the channels.
 type Job struct {
 	db       *repository.DB
 	applier  Applier
-	queriers map[string]Querier
+	queriers map[string]channels.Querier
 	cfg      Config
 	log      zerolog.Logger
 	now      func() time.Time
@@ -63,8 +60,8 @@ type Job struct {
 }
 
 // New builds the job over the queriers of the channels that can query.
-func New(db *repository.DB, a Applier, qs []Querier, cfg Config, log zerolog.Logger) *Job {
-	m := make(map[string]Querier, len(qs))
+func New(db *repository.DB, a Applier, qs []channels.Querier, cfg Config, log zerolog.Logger) *Job {
+	m := make(map[string]channels.Querier, len(qs))
 	for _, q := range qs {
 		m[q.Name()] = q
 	}
@@ -270,7 +267,7 @@ func staleClose(a repository.DueAttempt) payment.Event {
 const maxNotifyID = 128
 
 // askAll asks about one channel's attempts, at most QPS a second and concurrency at once.
-func (j *Job) askAll(ctx context.Context, q Querier, list []repository.DueAttempt, o Options, done func(repository.DueAttempt, result)) {
+func (j *Job) askAll(ctx context.Context, q channels.Querier, list []repository.DueAttempt, o Options, done func(repository.DueAttempt, result)) {
 	qps := max(j.cfg.QPS, 1)
 	tick := time.NewTicker(time.Second / time.Duration(qps))
 	defer tick.Stop()
@@ -304,7 +301,7 @@ type result struct {
 
 // ask asks about one attempt, applies what the answer says, and stores the answer with the
 // attempt's next question time.
-func (j *Job) ask(ctx context.Context, q Querier, a repository.DueAttempt, dryRun bool) result {
+func (j *Job) ask(ctx context.Context, q channels.Querier, a repository.DueAttempt, dryRun bool) result {
 	var r result
 	r.answer, r.err = q.QueryTrade(ctx, channels.TradeQuery{TradeNo: a.TradeNo, ChannelRef: a.ChannelRef, OrderTime: a.OrderTime})
 	j.Metrics.ReconcileQuery(a.Channel, r.answerText())

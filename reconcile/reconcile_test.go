@@ -15,6 +15,7 @@ import (
 
 	"github.com/paygw/paygw/apply"
 	"github.com/paygw/paygw/channels"
+	"github.com/paygw/paygw/channels/all"
 	"github.com/paygw/paygw/config"
 	"github.com/paygw/paygw/handlers"
 	"github.com/paygw/paygw/internal/testenv"
@@ -86,16 +87,16 @@ func newWorldBehind(t *testing.T, stripePrefix string) *world {
 	cfg.Channels.WeChatPay.APIBaseURL = fakeURL
 	cfg.Channels.Stripe.APIBaseURL = fakeURL + stripePrefix
 	cfg.Channels.UnionPay.QueryURL = fakeURL + "/gateway/api/queryTrans.do"
-	chs, err := channels.FromConfig(cfg.Channels)
+	chs, err := all.FromConfig(cfg.Channels)
 	if err != nil {
 		t.Fatal(err)
 	}
-	qs, skipped, err := channels.QueriersFromConfig(cfg.Channels, chs, &http.Client{Timeout: 10 * time.Second})
+	qs, skipped, err := all.QueriersFromConfig(cfg.Channels, chs, &http.Client{Timeout: 10 * time.Second})
 	if err != nil || len(skipped) != 0 || len(qs) != 4 {
 		t.Fatalf("queriers: %d built, skipped %v, %v", len(qs), skipped, err)
 	}
 	w.queries = qs
-	dls, skipped, err := channels.BillDownloadersFromConfig(cfg.Channels, chs, time.UTC, &http.Client{Timeout: 30 * time.Second})
+	dls, skipped, err := all.BillDownloadersFromConfig(cfg.Channels, chs, time.UTC, &http.Client{Timeout: 30 * time.Second})
 	if err != nil || len(skipped) != 0 || len(dls) != 4 {
 		t.Fatalf("bill downloaders: %d built, skipped %v, %v", len(dls), skipped, err)
 	}

@@ -13,7 +13,7 @@ import (
 // A bill moves money only on evidence that holds together. A `--file` bill carries no signature:
 // its lines are evidence, and the run judges them before any repair.
 //
-// Refused (RunBill returns a *RefusedError; nothing of the run is kept): the bill is not the
+// Refused (MatchBill returns a *RefusedError; nothing of the run is kept): the bill is not the
 // run's, because it names another merchant or another day:
 //   - its header names another account: Alipay's #账号 against channels.alipay.seller_id;
 //   - its header names another period: Alipay's #起始日期/终止日期 against the channel day;

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"golang.org/x/text/encoding/simplifiedchinese"
+
+	"github.com/paygw/paygw/bills"
 )
 
 // AlipayPayment describes one Alipay trade_status_sync notification.
@@ -44,12 +46,11 @@ type AlipayPayment struct {
 
 // Form returns the notification's parameters, unsigned, in UTF-8 whatever the Charset.
 func (p AlipayPayment) Form() url.Values {
-	cst := time.FixedZone("CST", 8*3600)
 	at := p.Time
 	if at.IsZero() {
 		at = time.Now()
 	}
-	stamp := at.In(cst).Format("2006-01-02 15:04:05")
+	stamp := at.In(bills.ChinaTime).Format("2006-01-02 15:04:05")
 	v := url.Values{}
 	v.Set("notify_time", stamp)
 	v.Set("notify_type", "trade_status_sync")
@@ -77,7 +78,7 @@ func (p AlipayPayment) Form() url.Values {
 	}
 	if p.RefundFen > 0 {
 		v.Set("refund_fee", Yuan(p.RefundFen))
-		v.Set("gmt_refund", at.In(cst).Format("2006-01-02 15:04:05.000"))
+		v.Set("gmt_refund", at.In(bills.ChinaTime).Format("2006-01-02 15:04:05.000"))
 		v.Set("out_biz_no", cmp.Or(p.RefundID, p.TradeNo+"-R"+strconv.FormatInt(p.RefundFen, 10)))
 	}
 	for k, x := range p.Extra {

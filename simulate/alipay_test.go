@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/text/encoding/simplifiedchinese"
 
-	"github.com/paygw/paygw/channels"
+	"github.com/paygw/paygw/channels/alipay"
 	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/simulate"
 )
@@ -23,7 +23,7 @@ var (
 	alipayKey     *rsa.PrivateKey
 )
 
-func testAlipay(tb testing.TB) (*channels.Alipay, simulate.AlipaySigner) {
+func testAlipay(tb testing.TB) (*alipay.Channel, simulate.AlipaySigner) {
 	tb.Helper()
 	alipayKeyOnce.Do(func() {
 		k, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -32,7 +32,7 @@ func testAlipay(tb testing.TB) (*channels.Alipay, simulate.AlipaySigner) {
 		}
 		alipayKey = k
 	})
-	return channels.NewAlipay(alipayAppID, "", &alipayKey.PublicKey), simulate.AlipaySigner{AppID: alipayAppID, Key: alipayKey}
+	return alipay.New(alipayAppID, "", &alipayKey.PublicKey), simulate.AlipaySigner{AppID: alipayAppID, Key: alipayKey}
 }
 
 // TestAlipaySignerAgainstVerifier: each status, in each charset, comes out as the event the

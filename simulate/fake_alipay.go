@@ -17,6 +17,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/paygw/paygw/bills"
 )
 
 // alipayRoutes serves Alipay's openapi gateway: POST /gateway.do, method alipay.trade.query.
@@ -88,8 +90,7 @@ func (f *Fake) alipayGateway(w http.ResponseWriter, r *http.Request, appKey *rsa
 		refuse("isv.invalid-charset", "字符集错误")
 		return
 	}
-	cst := time.FixedZone("CST", 8*3600)
-	ts, err := time.ParseInLocation("2006-01-02 15:04:05", params.Get("timestamp"), cst)
+	ts, err := time.ParseInLocation("2006-01-02 15:04:05", params.Get("timestamp"), bills.ChinaTime)
 	if err != nil || time.Since(ts).Abs() > alipayTimestampWindow {
 		refuse("isv.invalid-timestamp", "非法的时间戳参数")
 		return
@@ -122,7 +123,7 @@ func alipayTradeNode(outTradeNo string, t FakeTrade, ok bool) alipayQueryNode {
 		n.TradeStatus = status
 		n.BuyerLogonID, n.BuyerUserID = "159****5620", "2088102177846875"
 		n.BuyerPayAmount, n.InvoiceAmount, n.ReceiptAmount = n.TotalAmount, n.TotalAmount, n.TotalAmount
-		n.SendPayDate = t.PaidAt.In(time.FixedZone("CST", 8*3600)).Format("2006-01-02 15:04:05")
+		n.SendPayDate = t.PaidAt.In(bills.ChinaTime).Format("2006-01-02 15:04:05")
 	}
 	switch t.Status {
 	case FakePaid:

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/text/encoding/simplifiedchinese"
+
+	"github.com/paygw/paygw/bills"
 )
 
 // alipayBillRoutes serves Alipay's bill download: the method alipay.data.dataservice.bill.
@@ -69,8 +71,8 @@ func (f *Fake) alipayBillURL(w http.ResponseWriter, r *http.Request, form url.Va
 		BillDate string `json:"bill_date"`
 	}
 	_ = json.Unmarshal([]byte(form.Get("biz_content")), &biz)
-	day, ok := parseBillDay(biz.BillDate, fakeBeijing)
-	if biz.BillType != "trade" || !ok || !day.Before(startOfDay(time.Now(), fakeBeijing)) { // today's bill is not made yet
+	day, ok := parseBillDay(biz.BillDate, bills.ChinaTime)
+	if biz.BillType != "trade" || !ok || !day.Before(startOfDay(time.Now(), bills.ChinaTime)) { // today's bill is not made yet
 		refuse("isp.bill_not_exist", "账单不存在")
 		return
 	}
@@ -94,7 +96,7 @@ const alipayPID = "2088102177846875"
 func (f *Fake) alipayBillZip(w http.ResponseWriter, r *http.Request) {
 	name, ok := strings.CutSuffix(r.PathValue("file"), ".csv.zip")
 	date, ok2 := strings.CutPrefix(name, alipayPID+"0156_")
-	day, err := time.ParseInLocation("20060102", date, fakeBeijing)
+	day, err := time.ParseInLocation("20060102", date, bills.ChinaTime)
 	if !ok || !ok2 || err != nil {
 		http.NotFound(w, r)
 		return
@@ -117,7 +119,7 @@ const alipayBillHeader = "支付宝交易号,商户订单号,业务类型,商品
 // per payment, a 退款 row per refund (negative amounts, 退款批次号/请求号 the refund's out_biz_no
 // as its notification carries it), and the totals lines.
 func (f *Fake) AlipayBillZip(day time.Time) ([]byte, error) {
-	day = startOfDay(day, fakeBeijing)
+	day = startOfDay(day, bills.ChinaTime)
 	var b strings.Builder
 	b.WriteString("#支付宝业务明细查询\n#账号：[" + alipayPID + "0156]\n")
 	b.WriteString("#起始日期：[" + day.Format("2006年01月02日") + " 00:00:00]   终止日期：[" + day.AddDate(0, 0, 1).Format("2006年01月02日") + " 00:00:00]\n")
@@ -126,7 +128,7 @@ func (f *Fake) AlipayBillZip(day time.Time) ([]byte, error) {
 	var pays, refunds int
 	var payFen, refundFen int64
 	row := func(t fakeBillTrade, kind string, fen int64, at time.Time, refundID string) {
-		when := at.In(fakeBeijing).Format(time.DateTime)
+		when := at.In(bills.ChinaTime).Format(time.DateTime)
 		fields := []string{t.TxnID + "\t", t.TradeNo + "\t", kind + "\t", "fake goods", when, when, "\t", "\t", "\t", "\t",
 			"159****5620\t", signedYuan(fen), signedYuan(fen), "0.00", "0.00", "0.00", "0.00", "0.00", "", "0.00\t", "0.00",
 			refundID + "\t", "0.00", "0.00", ""}
@@ -145,7 +147,7 @@ func (f *Fake) AlipayBillZip(day time.Time) ([]byte, error) {
 	b.WriteString("#-----------------------------------------业务明细列表结束------------------------------------\n")
 	b.WriteString("#交易合计：" + itoa(pays) + "笔，商家实收共" + Yuan(payFen) + "元，商家优惠共0.00元\n")
 	b.WriteString("#退款合计：" + itoa(refunds) + "笔，商家实收退款共" + signedYuan(-refundFen) + "元，商家优惠退款共0.00元\n")
-	b.WriteString("#导出时间：[" + time.Now().In(fakeBeijing).Format("2006年01月02日 15:04:05") + "]\n")
+	b.WriteString("#导出时间：[" + time.Now().In(bills.ChinaTime).Format("2006年01月02日 15:04:05") + "]\n")
 	summary := "#支付宝业务汇总查询\n#账号：[" + alipayPID + "0156]\n门店编号,门店名称,交易订单总笔数,退款订单总笔数\n" +
 		"合计,," + itoa(pays) + "," + itoa(refunds) + "\n"
 

@@ -9,9 +9,6 @@ import (
 // What the four fake bills share: the trades of a day, and the ids the notifications of them
 // carry, so that a bill line and the notification of the same payment or refund name it alike.
 
-// fakeBeijing is the Chinese channels' day.
-var fakeBeijing = time.FixedZone("CST", 8*3600)
-
 // fakeBillTrade is a trade of the store as a bill shows it: the payment, and the refund when
 // the trade is refunded (RefundFen of it; the whole amount when that is 0).
 type fakeBillTrade struct {

@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/paygw/paygw/bills"
 )
 
 // unionPayRoutes serves UnionPay's transaction status query (ACP 5.1.0 queryTrans.do) for the
@@ -134,7 +136,7 @@ func unionPayTradeAnswer(answer url.Values, t FakeTrade) error {
 	if !unionPayDigitsOnly(queryID) { // as the signer derives it
 		queryID = unionPayQueryID(t.TradeNo, t.TxnID)
 	}
-	at := t.PaidAt.In(time.FixedZone("CST", 8*3600))
+	at := t.PaidAt.In(bills.ChinaTime)
 	answer.Set("respCode", "00")
 	answer.Set("respMsg", "成功[0000000]")
 	answer.Set("txnType", "01")

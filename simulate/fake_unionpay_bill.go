@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/text/encoding/simplifiedchinese"
+
+	"github.com/paygw/paygw/bills"
 )
 
 // unionPayBillRoutes serves ACP's file download (txnType 76, fileType 00) at the root, as
@@ -70,13 +72,13 @@ func (f *Fake) checkUnionPayFileDownload(req url.Values) (code, msg string) {
 // unionPaySettleDay resolves settleDate (MMDD, no year) to the latest such day before the
 // request's txnTime day: the file of a day exists from the next day on.
 func unionPaySettleDay(settleDate, txnTime string) (time.Time, bool) {
-	sent, err := time.ParseInLocation("20060102150405", txnTime, fakeBeijing)
+	sent, err := time.ParseInLocation("20060102150405", txnTime, bills.ChinaTime)
 	if err != nil || len(settleDate) != 4 {
 		return time.Time{}, false
 	}
 	for y := sent.Year(); y >= sent.Year()-1; y-- {
-		d, err := time.ParseInLocation("20060102", strconv.Itoa(y)+settleDate, fakeBeijing)
-		if err == nil && d.Before(startOfDay(sent, fakeBeijing)) {
+		d, err := time.ParseInLocation("20060102", strconv.Itoa(y)+settleDate, bills.ChinaTime)
+		if err == nil && d.Before(startOfDay(sent, bills.ChinaTime)) {
 			return d, true
 		}
 	}
@@ -94,7 +96,7 @@ var zmWidths = [...]int{3, 11, 11, 6, 10, 19, 12, 4, 2, 21, 2, 32, 2, 6, 10, 13,
 // a consume (txnType 01) per payment, its queryId the notification's; a refund (04) per refund,
 // its queryId the refund notification's and origQryId the consume's. Fields are GBK, fixed width.
 func (f *Fake) UnionPayBillZip(day time.Time) ([]byte, error) {
-	day = startOfDay(day, fakeBeijing)
+	day = startOfDay(day, bills.ChinaTime)
 	merID := f.manifest.UnionPay.MerID
 	var b bytes.Buffer
 	line := func(fields map[int]string) error {
@@ -117,7 +119,7 @@ func (f *Fake) UnionPayBillZip(day time.Time) ([]byte, error) {
 		if !unionPayDigitsOnly(queryID) {
 			queryID = unionPayQueryID(t.TradeNo, t.TxnID)
 		}
-		at := t.PaidAt.In(fakeBeijing).Format("0102150405")
+		at := t.PaidAt.In(bills.ChinaTime).Format("0102150405")
 		base := map[int]string{0: "S22", 1: "00049992900", 2: "00049992900", 3: queryID[15:], 4: at, 5: "6216***********0018",
 			7: "5411", 8: "07", 9: queryID, 11: t.TradeNo, 12: "01", 17: "0001", 20: "01", 21: "000201", 27: merID, 36: "000000000000"}
 		pay := clone(base)

@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/paygw/paygw/bills"
 )
 
 // wechatPayRoutes serves WeChat Pay API v3's order query by out_trade_no and its platform
@@ -82,7 +84,6 @@ func (f *Fake) wechatCertificates(w http.ResponseWriter, r *http.Request, mercha
 	if sandboxKeysFailed(w, err) {
 		return
 	}
-	cst := time.FixedZone("CST", 8*3600)
 	list := struct {
 		Data []wechatCertificate `json:"data"`
 	}{Data: []wechatCertificate{}}
@@ -92,7 +93,7 @@ func (f *Fake) wechatCertificates(w http.ResponseWriter, r *http.Request, mercha
 			return
 		}
 		e := wechatCertificate{SerialNo: wechatCertSerial(c),
-			EffectiveTime: c.NotBefore.In(cst).Format(time.RFC3339), ExpireTime: c.NotAfter.In(cst).Format(time.RFC3339)}
+			EffectiveTime: c.NotBefore.In(bills.ChinaTime).Format(time.RFC3339), ExpireTime: c.NotAfter.In(bills.ChinaTime).Format(time.RFC3339)}
 		e.EncryptCertificate.Algorithm, e.EncryptCertificate.Nonce = sealed.Algorithm, sealed.Nonce
 		e.EncryptCertificate.AssociatedData, e.EncryptCertificate.Ciphertext = sealed.AssociatedData, sealed.Ciphertext
 		list.Data = append(list.Data, e)
@@ -205,7 +206,7 @@ func (f *Fake) wechatOrder(t FakeTrade) wechatQueryOrder {
 	paid := func(state, desc string) {
 		o.TradeState, o.TradeStateDesc = state, desc
 		o.TransactionID, o.TradeType, o.BankType = t.TxnID, "NATIVE", "OTHERS"
-		o.SuccessTime = t.PaidAt.In(time.FixedZone("CST", 8*3600)).Format(time.RFC3339)
+		o.SuccessTime = t.PaidAt.In(bills.ChinaTime).Format(time.RFC3339)
 		o.Payer = &struct {
 			OpenID string `json:"openid"`
 		}{OpenID: "oUpF8uMuAJO_M2pxb1Q9zNjWeS6o"}

@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/paygw/paygw/bills"
 )
 
 // wechatPayBillRoutes serves WeChat Pay's trade bill: GET /v3/bill/tradebill (the merchant's
@@ -29,12 +31,12 @@ func (f *Fake) wechatTradeBill(w http.ResponseWriter, r *http.Request, merchantK
 		return
 	}
 	q := r.URL.Query()
-	day, ok := parseBillDay(q.Get("bill_date"), fakeBeijing)
+	day, ok := parseBillDay(q.Get("bill_date"), bills.ChinaTime)
 	switch {
 	case !ok || q.Get("bill_type") != "ALL" || q.Get("tar_type") != "GZIP":
 		fail(http.StatusBadRequest, "PARAM_ERROR", "bill_date, bill_type=ALL and tar_type=GZIP: this fake serves no other")
 		return
-	case !day.Before(startOfDay(time.Now(), fakeBeijing)):
+	case !day.Before(startOfDay(time.Now(), bills.ChinaTime)):
 		fail(http.StatusBadRequest, "STATEMENT_CREATING", "账单生成中")
 		return
 	}
@@ -57,7 +59,7 @@ func (f *Fake) wechatBillDownload(w http.ResponseWriter, r *http.Request, mercha
 		return
 	}
 	date, ok := strings.CutPrefix(r.URL.Query().Get("token"), "fake-")
-	day, err := time.ParseInLocation("20060102", date, fakeBeijing)
+	day, err := time.ParseInLocation("20060102", date, bills.ChinaTime)
 	if !ok || err != nil {
 		http.Error(w, "unknown token", http.StatusBadRequest)
 		return
@@ -80,14 +82,14 @@ const wechatBillHeader = "交易时间,公众账号ID,商户号,特约商户号,
 // number of detail rows: a SUCCESS row per payment, a REFUND row per refund (微信退款单号 the
 // refund_id its notification carries; 订单金额 0.00 there), then the summary.
 func (f *Fake) WeChatBill(day time.Time) ([]byte, int) {
-	day = startOfDay(day, fakeBeijing)
+	day = startOfDay(day, bills.ChinaTime)
 	m := f.manifest.WeChatPay
 	var b strings.Builder
 	b.WriteString(wechatBillHeader + "\r\n")
 	rows := 0
 	var orderFen, refundFen int64
 	row := func(t fakeBillTrade, status, refundID string, order, refund int64) {
-		cells := []string{t.PaidAt.In(fakeBeijing).Format(time.DateTime), m.AppID, m.MchID, "0", "", t.TxnID, t.TradeNo,
+		cells := []string{t.PaidAt.In(bills.ChinaTime).Format(time.DateTime), m.AppID, m.MchID, "0", "", t.TxnID, t.TradeNo,
 			"oUpF8uMuAJO_M2pxb1Q9zNjWeS6o", "NATIVE", status, "OTHERS", t.Currency, Yuan(order), "0.00", refundID, "", Yuan(refund), "0.00",
 			"", "", "fake goods", "", "0.00000", "0.60%", Yuan(order), Yuan(refund), ""}
 		if refundID != "" {

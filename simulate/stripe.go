@@ -47,67 +47,10 @@ func (s StripeSigner) Sign(p Payment) (Message, error) {
 	if !strings.HasPrefix(p.TxnID, "pi_") {
 		p.TxnID = "pi_" + p.TxnID
 	}
-	currency := strings.ToLower(p.Currency)
-	metadata := map[string]string{"trade_no": p.TradeNo}
-	paymentIntent := func(status string, received int64) map[string]any {
-		return map[string]any{
-			"id": p.TxnID, "object": "payment_intent", "amount": p.AmountFen, "amount_capturable": 0,
-			"amount_received": received, "capture_method": "automatic_async", "created": p.Time.Unix(),
-			"currency": currency, "livemode": false, "metadata": metadata, "payment_method_types": []string{"card"},
-			"status": status,
-		}
+	typ, object, err := s.object(p)
+	if err != nil {
+		return Message{}, err
 	}
-
-	var typ string
-	var object map[string]any
-	switch p.Status {
-	case StatusPaid:
-		switch s.Event {
-		case "", StripePaymentIntentSucceeded:
-			typ, object = StripePaymentIntentSucceeded, paymentIntent("succeeded", p.AmountFen)
-		case StripeCheckoutSessionDone:
-			typ = StripeCheckoutSessionDone
-			object = map[string]any{
-				"id": "cs_test_" + digest("stripe", "session", p.TxnID)[:58], "object": "checkout.session",
-				"amount_subtotal": p.AmountFen, "amount_total": p.AmountFen, "client_reference_id": p.TradeNo,
-				"created": p.Time.Unix(), "currency": currency, "livemode": false, "metadata": metadata,
-				"mode": "payment", "payment_intent": p.TxnID, "payment_status": "paid", "status": "complete",
-			}
-		default:
-			return Message{}, fmt.Errorf("stripe: unknown event %q", s.Event)
-		}
-	case StatusClosed:
-		typ, object = "payment_intent.canceled", paymentIntent("canceled", 0)
-		object["cancellation_reason"] = "abandoned"
-	case StatusPending:
-		typ, object = "payment_intent.processing", paymentIntent("processing", 0)
-	case StatusRefund:
-		typ = "charge.refunded"
-		charge := "ch_" + strings.TrimPrefix(p.TxnID, "pi_")
-		refund := map[string]any{
-			"id": p.RefundID, "object": "refund", "amount": p.RefundFen, "charge": charge, "created": p.Time.Unix(),
-			"currency": currency, "metadata": map[string]string{}, "payment_intent": p.TxnID, "status": "succeeded",
-		}
-		chargeMetadata := metadata
-		if s.Event == StripeCheckoutSessionDone {
-			chargeMetadata = map[string]string{} // a Checkout payment's charge carries no metadata of ours
-		}
-		object = map[string]any{
-			"id": charge, "object": "charge", "amount": p.AmountFen,
-			"amount_captured": p.AmountFen, "amount_refunded": p.RefundTotalFen, "captured": true, "created": p.Time.Unix(),
-			"currency": currency, "livemode": false, "metadata": chargeMetadata, "paid": true,
-			"payment_intent": p.TxnID, "refunded": p.RefundTotalFen >= p.AmountFen, "status": "succeeded",
-			// API versions before 2022-11-15 list the charge's refunds, newest first; this one
-			// shows the refund that caused the event.
-			"refunds": map[string]any{
-				"object": "list", "data": []any{refund}, "has_more": false, "total_count": 1,
-				"url": "/v1/charges/" + charge + "/refunds",
-			},
-		}
-	default:
-		return Message{}, fmt.Errorf("stripe: unknown status %q", p.Status)
-	}
-
 	id := p.NotifyID
 	if defaultNotifyID { // one id per event: a session and its PaymentIntent are two events
 		id = digest("stripe", p.NotifyID, typ)[:24]
@@ -127,6 +70,71 @@ func (s StripeSigner) Sign(p Payment) (Message, error) {
 		"User-Agent":       {"Stripe/1.0 (+https://stripe.com/docs/webhooks)"},
 		"Stripe-Signature": {SignStripe(body, s.Secret, p.Time)},
 	}}, nil
+}
+
+// object is the event type and data.object of p, normalized.
+func (s StripeSigner) object(p Payment) (typ string, object map[string]any, err error) {
+	switch p.Status {
+	case StatusPaid:
+		switch s.Event {
+		case "", StripePaymentIntentSucceeded:
+			return StripePaymentIntentSucceeded, notifiedPaymentIntent(p, "succeeded", p.AmountFen), nil
+		case StripeCheckoutSessionDone:
+			return StripeCheckoutSessionDone, map[string]any{
+				"id": "cs_test_" + digest("stripe", "session", p.TxnID)[:58], "object": "checkout.session",
+				"amount_subtotal": p.AmountFen, "amount_total": p.AmountFen, "client_reference_id": p.TradeNo,
+				"created": p.Time.Unix(), "currency": strings.ToLower(p.Currency), "livemode": false,
+				"metadata": map[string]string{"trade_no": p.TradeNo}, "mode": "payment", "payment_intent": p.TxnID,
+				"payment_status": "paid", "status": "complete",
+			}, nil
+		}
+		return "", nil, fmt.Errorf("stripe: unknown event %q", s.Event)
+	case StatusClosed:
+		object = notifiedPaymentIntent(p, "canceled", 0)
+		object["cancellation_reason"] = "abandoned"
+		return "payment_intent.canceled", object, nil
+	case StatusPending:
+		return "payment_intent.processing", notifiedPaymentIntent(p, "processing", 0), nil
+	case StatusRefund:
+		return "charge.refunded", s.refundedCharge(p), nil
+	}
+	return "", nil, fmt.Errorf("stripe: unknown status %q", p.Status)
+}
+
+// notifiedPaymentIntent is p's PaymentIntent in status, having received received.
+func notifiedPaymentIntent(p Payment, status string, received int64) map[string]any {
+	return map[string]any{
+		"id": p.TxnID, "object": "payment_intent", "amount": p.AmountFen, "amount_capturable": 0,
+		"amount_received": received, "capture_method": "automatic_async", "created": p.Time.Unix(),
+		"currency": strings.ToLower(p.Currency), "livemode": false, "metadata": map[string]string{"trade_no": p.TradeNo},
+		"payment_method_types": []string{"card"}, "status": status,
+	}
+}
+
+// refundedCharge is the charge of p's payment after p's refund, listing that refund.
+func (s StripeSigner) refundedCharge(p Payment) map[string]any {
+	currency := strings.ToLower(p.Currency)
+	charge := "ch_" + strings.TrimPrefix(p.TxnID, "pi_")
+	refund := map[string]any{
+		"id": p.RefundID, "object": "refund", "amount": p.RefundFen, "charge": charge, "created": p.Time.Unix(),
+		"currency": currency, "metadata": map[string]string{}, "payment_intent": p.TxnID, "status": "succeeded",
+	}
+	chargeMetadata := map[string]string{"trade_no": p.TradeNo}
+	if s.Event == StripeCheckoutSessionDone {
+		chargeMetadata = map[string]string{} // a Checkout payment's charge carries no metadata of ours
+	}
+	return map[string]any{
+		"id": charge, "object": "charge", "amount": p.AmountFen,
+		"amount_captured": p.AmountFen, "amount_refunded": p.RefundTotalFen, "captured": true, "created": p.Time.Unix(),
+		"currency": currency, "livemode": false, "metadata": chargeMetadata, "paid": true,
+		"payment_intent": p.TxnID, "refunded": p.RefundTotalFen >= p.AmountFen, "status": "succeeded",
+		// API versions before 2022-11-15 list the charge's refunds, newest first; this one
+		// shows the refund that caused the event.
+		"refunds": map[string]any{
+			"object": "list", "data": []any{refund}, "has_more": false, "total_count": 1,
+			"url": "/v1/charges/" + charge + "/refunds",
+		},
+	}
 }
 
 // stripeEvent is the envelope in the order Stripe writes it.

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stripe/stripe-go/v82/webhook"
 
-	"github.com/paygw/paygw/channels"
+	"github.com/paygw/paygw/channels/stripe"
 	"github.com/paygw/paygw/payment"
 )
 
@@ -103,7 +103,7 @@ func TestStripeSignerAgainstSDK(t *testing.T) {
 
 // The gateway's verifier maps the simulator's events as the protocol says.
 func TestStripeSignerAgainstGateway(t *testing.T) {
-	verifier, err := channels.NewStripe([]string{"whsec_newer000000000000000000000000", stripeSimSecret}, 300*time.Second)
+	verifier, err := stripe.New([]string{"whsec_newer000000000000000000000000", stripeSimSecret}, 300*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

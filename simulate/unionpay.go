@@ -18,6 +18,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/paygw/paygw/bills"
 )
 
 // UnionPaySigner signs UnionPay ACP 5.1.0 back notifications with a sandbox signing certificate,
@@ -54,8 +56,7 @@ func (s UnionPaySigner) Sign(p Payment) (Message, error) {
 		return Message{}, fmt.Errorf("unionpay: no ACP currency code for %q", p.Currency)
 	}
 
-	cst := time.FixedZone("CST", 8*3600)
-	at := p.Time.In(cst)
+	at := p.Time.In(bills.ChinaTime)
 	v := url.Values{}
 	v.Set("version", "5.1.0")
 	v.Set("encoding", "UTF-8")

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/paygw/paygw/channels"
+	"github.com/paygw/paygw/channels/unionpay"
 	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/simulate"
 )
@@ -47,9 +48,9 @@ func parsePEMCert(tb testing.TB, data []byte) *x509.Certificate {
 }
 
 // verifier trusts sb the way a gateway configured from its PEM files would.
-func verifier(tb testing.TB, sb *simulate.UnionPaySandbox) *channels.UnionPay {
+func verifier(tb testing.TB, sb *simulate.UnionPaySandbox) *unionpay.Channel {
 	tb.Helper()
-	u, err := channels.NewUnionPay(channels.UnionPayConfig{
+	u, err := unionpay.New(unionpay.Config{
 		MerID:         merID,
 		Roots:         []*x509.Certificate{parsePEMCert(tb, sb.RootPEM())},
 		Intermediates: []*x509.Certificate{parsePEMCert(tb, sb.IntermediatePEM())},
@@ -192,10 +193,10 @@ func TestUnionPaySignerAgainstVerifier(t *testing.T) {
 }
 
 // TestSignUnionPayAgainstOpenSSL checks the signer against the openssl-made vectors in
-// channels/testdata: the same fields signed by SignUnionPay must verify under the openssl PKI's key,
+// channels/unionpay/testdata: the same fields signed by SignUnionPay must verify under the openssl PKI's key,
 // and the first hash must equal openssl's.
 func TestSignUnionPayAgainstOpenSSL(t *testing.T) {
-	dir := filepath.Join("..", "channels", "testdata")
+	dir := filepath.Join("..", "channels", "unionpay", "testdata")
 	data, err := os.ReadFile(filepath.Join(dir, "unionpay_vectors.txt"))
 	if err != nil {
 		t.Fatal(err)
@@ -259,7 +260,7 @@ func TestUnionPaySandboxPEM(t *testing.T) {
 	now := time.Now()
 	sb := newSandbox(t, now)
 	leaf := parsePEMCert(t, sb.CertPEM())
-	if !strings.Contains(leaf.Subject.CommonName, "@中国银联股份有限公司@") || strings.Split(leaf.Subject.CommonName, "@")[2] != channels.UnionPaySignerName {
+	if !strings.Contains(leaf.Subject.CommonName, "@中国银联股份有限公司@") || strings.Split(leaf.Subject.CommonName, "@")[2] != unionpay.SignerName {
 		t.Fatalf("CN %q", leaf.Subject.CommonName)
 	}
 	if !leaf.NotBefore.Before(now) || !leaf.NotAfter.After(now.AddDate(1, 0, 0)) {

@@ -14,6 +14,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/paygw/paygw/bills"
 )
 
 // WeChatPaySignatureType is the only Wechatpay-Signature-Type WeChat Pay API v3 sends.
@@ -95,8 +97,7 @@ type wechatRefund struct {
 // are errors rather than notifications WeChat never sends.
 func (s WeChatPaySigner) Sign(p Payment) (Message, error) {
 	p = p.normalized("wechatpay")
-	cst := time.FixedZone("CST", 8*3600) // WeChat writes its times in UTC+8
-	stamp := p.Time.In(cst).Format(time.RFC3339)
+	stamp := p.Time.In(bills.ChinaTime).Format(time.RFC3339)
 
 	var plain any
 	var eventType, summary, originalType string

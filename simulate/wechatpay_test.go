@@ -18,7 +18,7 @@ import (
 	"github.com/wechatpay-apiv3/wechatpay-go/core/notify"
 	"github.com/wechatpay-apiv3/wechatpay-go/utils"
 
-	"github.com/paygw/paygw/channels"
+	"github.com/paygw/paygw/channels/wechatpay"
 	"github.com/paygw/paygw/payment"
 )
 
@@ -153,7 +153,7 @@ func TestWeChatPaySignBody(t *testing.T) {
 // SDK's own signer, not the simulator, verifies in the gateway's channel.
 func TestWeChatPaySDKSignerAgainstGateway(t *testing.T) {
 	s := testWeChatSigner(t)
-	w, err := channels.NewWeChatPay(channels.WeChatPayConfig{MchID: wxMchID, AppID: wxAppID, APIv3Key: wxAPIv3Key,
+	w, err := wechatpay.New(wechatpay.Config{MchID: wxMchID, AppID: wxAppID, APIv3Key: wxAPIv3Key,
 		PublicKeyID: wxKeyID, PublicKey: &s.Key.PublicKey})
 	if err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/paygw/paygw/channels"
+	"github.com/paygw/paygw/channels/alipay"
 	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/repository"
 	"github.com/paygw/paygw/simulate"
@@ -40,7 +41,7 @@ type bench struct {
 	redis    *benchRedis
 	gw       *gateway
 	gwGrowth *gateway
-	alipay   *channels.Alipay
+	alipay   *alipay.Channel
 
 	verifyProc    *proc // the verify-only ceiling
 	alipayAppID   string
@@ -173,7 +174,7 @@ func (b *bench) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b.alipay = channels.NewAlipay(keys.Alipay.AppID, "", key)
+	b.alipay = alipay.New(keys.Alipay.AppID, "", key)
 	b.alipayAppID, b.alipayKeyFile = keys.Alipay.AppID, filepath.Join(b.work, "keys", keys.Alipay.PublicKeyFile)
 
 	// Orders and their pre-signed notifications, one set per use.
@@ -449,7 +450,7 @@ func serveVerifyOnly(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	alipay := channels.NewAlipay(*appID, "", key)
+	alipay := alipay.New(*appID, "", key)
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok") })

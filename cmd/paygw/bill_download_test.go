@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paygw/paygw/bills"
 	"github.com/paygw/paygw/internal/testenv"
 	"github.com/paygw/paygw/simulate"
 )
@@ -34,7 +35,7 @@ func TestReconcileBillDownload(t *testing.T) {
 		t.Fatalf("migrate: exit %d\n%s", r.code, r.stderr)
 	}
 
-	cst := time.FixedZone("CST", 8*3600)
+	cst := bills.ChinaTime
 	y, m, d := time.Now().In(cst).AddDate(0, 0, -2).Date()
 	day := time.Date(y, m, d, 0, 0, 0, 0, cst)
 	testenv.Exec(t, dsn, `INSERT INTO orders (trade_no, user_id, sku, num, amount_fen, currency, status, create_time, update_time)

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/text/encoding/simplifiedchinese"
 
+	"github.com/paygw/paygw/bills"
 	"github.com/paygw/paygw/internal/testenv"
 	"github.com/paygw/paygw/simulate"
 )
@@ -21,7 +22,7 @@ import (
 // billPID is the Alipay partner id the test configuration names (channels.alipay.seller_id).
 const billPID = "2088000000000001"
 
-var cst = time.FixedZone("CST", 8*3600)
+var cst = bills.ChinaTime
 
 // billDay is the bills' day: long past, so every payment missing from it is LOCAL_ONLY at once.
 var billDay = time.Date(2026, 11, 30, 0, 0, 0, 0, cst)

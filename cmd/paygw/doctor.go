@@ -20,9 +20,12 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 	"github.com/wechatpay-apiv3/wechatpay-go/utils"
-	"software.sslmate.com/src/go-pkcs12"
 
 	"github.com/paygw/paygw/channels"
+	"github.com/paygw/paygw/channels/alipay"
+	"github.com/paygw/paygw/channels/all"
+	"github.com/paygw/paygw/channels/unionpay"
+	"github.com/paygw/paygw/channels/wechatpay"
 	"github.com/paygw/paygw/config"
 	"github.com/paygw/paygw/guard"
 	"github.com/paygw/paygw/repository"
@@ -35,9 +38,6 @@ var errDoctorFailed = errors.New("doctor: a check failed (see the FAIL lines)")
 // maxClockSkew is the most the host's clock may differ from MySQL's: WeChat Pay's and Stripe's
 // timestamp windows are 300 s, and the leases and the sweeper go by the database's clock.
 const maxClockSkew = 60 * time.Second
-
-// minRSABits is the smallest RSA key the doctor accepts.
-const minRSABits = 2048
 
 // checklist records one line per check: "ok", "FAIL" or "skip", the check's name, the detail;
 // it prints each as it comes unless the output is JSON.
@@ -120,7 +120,7 @@ func (a *app) doctor(ctx context.Context, file string, probe, asJSON bool) error
 func doctor(ctx context.Context, cfg *config.Config, c *checklist, probe bool) {
 	doctorSecrets(cfg, c)
 	doctorKeys(cfg, c)
-	chs, err := channels.FromConfig(cfg.Channels)
+	chs, err := all.FromConfig(cfg.Channels)
 	if err != nil {
 		c.fail("channels", "%v", err)
 	} else {
@@ -184,44 +184,44 @@ func doctorKeys(cfg *config.Config, c *checklist) {
 	now := time.Now()
 	if a := ch.Alipay; a.Enabled {
 		if a.AlipayPublicKeyFile != "" {
-			publicKeyFile(c, "channels.alipay.alipay_public_key_file", a.AlipayPublicKeyFile)
+			publicKeyFile(c, "channels.alipay.alipay_public_key_file", a.AlipayPublicKeyFile, alipay.MinPublicKeyBits)
 		} else {
-			publicKeyText(c, "channels.alipay.alipay_public_key", "(inline)", a.AlipayPublicKey)
+			publicKeyText(c, "channels.alipay.alipay_public_key", "(inline)", a.AlipayPublicKey, alipay.MinPublicKeyBits)
 		}
 		if a.AppPrivateKeyFile != "" {
-			privateKeyFile(c, "channels.alipay.app_private_key_file", a.AppPrivateKeyFile)
+			privateKeyFile(c, "channels.alipay.app_private_key_file", a.AppPrivateKeyFile, alipay.MinPrivateKeyBits)
 		}
 	}
 	if w := ch.WeChatPay; w.Enabled {
 		if w.PlatformPublicKeyFile != "" {
-			publicKeyFile(c, "channels.wechatpay.platform_public_key_file", w.PlatformPublicKeyFile)
+			publicKeyFile(c, "channels.wechatpay.platform_public_key_file", w.PlatformPublicKeyFile, wechatpay.MinRSABits)
 		}
 		for i, f := range w.PlatformCertificateFiles {
-			certificateFile(c, fmt.Sprintf("channels.wechatpay.platform_certificate_files[%d]", i), f, now)
+			certificateFile(c, fmt.Sprintf("channels.wechatpay.platform_certificate_files[%d]", i), f, now, wechatpay.MinRSABits)
 		}
 		if w.MerchantPrivateKeyFile != "" {
-			privateKeyFile(c, "channels.wechatpay.merchant_private_key_file", w.MerchantPrivateKeyFile)
+			privateKeyFile(c, "channels.wechatpay.merchant_private_key_file", w.MerchantPrivateKeyFile, wechatpay.MinRSABits)
 		}
 	}
 	if u := ch.UnionPay; u.Enabled {
-		certificateFile(c, "channels.unionpay.root_cert_file", u.RootCertFile, now)
-		certificateFile(c, "channels.unionpay.intermediate_cert_file", u.IntermediateCertFile, now)
+		certificateFile(c, "channels.unionpay.root_cert_file", u.RootCertFile, now, unionpay.MinRSABits)
+		certificateFile(c, "channels.unionpay.intermediate_cert_file", u.IntermediateCertFile, now, unionpay.MinRSABits)
 		if u.SignCertFile != "" {
-			pfxFile(c, "channels.unionpay.sign_cert_file", u.SignCertFile, u.SignCertPassword, now)
+			pfxFile(c, "channels.unionpay.sign_cert_file", u.SignCertFile, u.SignCertPassword, now, unionpay.MinRSABits)
 		}
 	}
 }
 
-func publicKeyFile(c *checklist, key, path string) {
+func publicKeyFile(c *checklist, key, path string, minBits int) {
 	b, err := os.ReadFile(path) // #nosec G304 -- the operator's own configuration
 	if err != nil {
 		c.fail("key "+key, "%v", err)
 		return
 	}
-	publicKeyText(c, key, path, string(b))
+	publicKeyText(c, key, path, string(b), minBits)
 }
 
-func publicKeyText(c *checklist, key, path, text string) {
+func publicKeyText(c *checklist, key, path, text string, minBits int) {
 	if block, _ := pem.Decode([]byte(text)); block != nil && strings.Contains(block.Type, "PRIVATE") {
 		c.fail("key "+key, "%s is a private key (%s): this setting takes the channel's public key", path, block.Type)
 		return
@@ -231,51 +231,33 @@ func publicKeyText(c *checklist, key, path, text string) {
 		c.fail("key "+key, "%s: %v", path, err)
 		return
 	}
-	rsaSize(c, key, path, "public", pub)
+	rsaSize(c, key, path, "public", pub, minBits)
 }
 
-func privateKeyFile(c *checklist, key, path string) {
+func privateKeyFile(c *checklist, key, path string, minBits int) {
 	b, err := os.ReadFile(path) // #nosec G304 -- the operator's own configuration
 	if err != nil {
 		c.fail("key "+key, "%v", err)
 		return
 	}
-	block, _ := pem.Decode(b)
-	if block == nil {
-		c.fail("key "+key, "%s: not PEM", path)
-		return
-	}
-	var priv any
-	switch block.Type {
-	case "RSA PRIVATE KEY":
-		priv, err = x509.ParsePKCS1PrivateKey(block.Bytes)
-	case "PRIVATE KEY":
-		priv, err = x509.ParsePKCS8PrivateKey(block.Bytes)
-	default:
-		c.fail("key "+key, "%s: PEM block %q, want a private key (PRIVATE KEY or RSA PRIVATE KEY)", path, block.Type)
-		return
-	}
+	k, err := channels.ParsePrivateKey(b)
 	if err != nil {
 		c.fail("key "+key, "%s: %v", path, err)
 		return
 	}
-	k, ok := priv.(*rsa.PrivateKey)
-	if !ok {
-		c.fail("key "+key, "%s: a %T, want an RSA private key", path, priv)
-		return
-	}
-	rsaSize(c, key, path, "private", &k.PublicKey)
+	rsaSize(c, key, path, "private", &k.PublicKey, minBits)
 }
 
-func rsaSize(c *checklist, key, path, kind string, pub *rsa.PublicKey) {
-	if bits := pub.N.BitLen(); bits < minRSABits {
-		c.fail("key "+key, "%s: RSA %s key of %d bits, want at least %d", path, kind, bits, minRSABits)
+// rsaSize checks pub by the channel's own rule, minBits (the channel packages' MinRSABits...).
+func rsaSize(c *checklist, key, path, kind string, pub *rsa.PublicKey, minBits int) {
+	if bits := pub.N.BitLen(); channels.CheckRSAKey(pub, minBits) != nil {
+		c.fail("key "+key, "%s: RSA %s key of %d bits, want at least %d", path, kind, bits, minBits)
 	} else {
 		c.ok("key "+key, "%s: RSA %s key, %d bits", path, kind, bits)
 	}
 }
 
-func certificateFile(c *checklist, key, path string, now time.Time) {
+func certificateFile(c *checklist, key, path string, now time.Time, minBits int) {
 	b, err := os.ReadFile(path) // #nosec G304 -- the operator's own configuration
 	if err != nil {
 		c.fail("cert "+key, "%v", err)
@@ -287,11 +269,11 @@ func certificateFile(c *checklist, key, path string, now time.Time) {
 		return
 	}
 	for _, cert := range certs {
-		certificate(c, key, path, cert, now)
+		certificate(c, key, path, cert, now, minBits)
 	}
 }
 
-func certificate(c *checklist, key, path string, cert *x509.Certificate, now time.Time) {
+func certificate(c *checklist, key, path string, cert *x509.Certificate, now time.Time, minBits int) {
 	name := "cert " + key
 	cn := strings.ToValidUTF8(cert.Subject.CommonName, "?")
 	bits := 0
@@ -305,8 +287,8 @@ func certificate(c *checklist, key, path string, cert *x509.Certificate, now tim
 		c.fail(name, "%s: %q expired %d day(s) ago (%s)", path, cn, -days, cert.NotAfter.UTC().Format(time.RFC3339))
 	case bits == 0:
 		c.fail(name, "%s: %q holds a %T key, want RSA", path, cn, cert.PublicKey)
-	case bits < minRSABits:
-		c.fail(name, "%s: %q has an RSA key of %d bits, want at least %d", path, cn, bits, minRSABits)
+	case channels.CheckRSAKey(cert.PublicKey.(*rsa.PublicKey), minBits) != nil:
+		c.fail(name, "%s: %q has an RSA key of %d bits, want at least %d", path, cn, bits, minBits)
 	default:
 		c.ok(name, "%s: %q, RSA %d bits, expires in %d day(s) (%s)", path, cn, bits, days, cert.NotAfter.UTC().Format("2006-01-02"))
 	}
@@ -317,32 +299,19 @@ func daysLeft(t, now time.Time) int {
 	return int(t.Sub(now).Hours() / 24)
 }
 
-func pfxFile(c *checklist, key, path, password string, now time.Time) {
+func pfxFile(c *checklist, key, path, password string, now time.Time, minBits int) {
 	b, err := os.ReadFile(path) // #nosec G304 -- the operator's own configuration
 	if err != nil {
 		c.fail("key "+key, "%v", err)
 		return
 	}
-	priv, leaf, _, err := pkcs12.DecodeChain(b, password)
-	switch {
-	case errors.Is(err, pkcs12.ErrIncorrectPassword):
-		c.fail("key "+key, "%s: wrong password (channels.unionpay.sign_cert_password)", path)
-		return
-	case err != nil:
-		c.fail("key "+key, "%s: not a PKCS#12 file holding one key and its certificate", path)
+	k, leaf, err := unionpay.DecodePFX(b, password)
+	if err != nil {
+		c.fail("key "+key, "%s: %v", path, err)
 		return
 	}
-	k, ok := priv.(*rsa.PrivateKey)
-	if !ok {
-		c.fail("key "+key, "%s: a %T, want an RSA private key", path, priv)
-		return
-	}
-	if pub, ok := leaf.PublicKey.(*rsa.PublicKey); !ok || !pub.Equal(&k.PublicKey) {
-		c.fail("key "+key, "%s: the certificate is not the private key's", path)
-		return
-	}
-	rsaSize(c, key, path, "private", &k.PublicKey)
-	certificate(c, key, path, leaf, now)
+	rsaSize(c, key, path, "private", &k.PublicKey, minBits)
+	certificate(c, key, path, leaf, now, minBits)
 }
 
 // doctorChain reports the UnionPay chain as the channel trusts it, and WeChat Pay's mode.
@@ -350,7 +319,7 @@ func doctorChain(chs []channels.Channel, c *checklist) {
 	now := time.Now()
 	for _, ch := range chs {
 		switch v := ch.(type) {
-		case *channels.UnionPay:
+		case *unionpay.Channel:
 			for _, cert := range v.Chain() {
 				if now.After(cert.NotAfter) {
 					c.fail("unionpay chain", "%s: expired", cert)
@@ -358,7 +327,7 @@ func doctorChain(chs []channels.Channel, c *checklist) {
 					c.ok("unionpay chain", "%s %q %s, expires in %d day(s)", cert.Role, cert.CommonName, cert.SignatureAlgorithm, daysLeft(cert.NotAfter, now))
 				}
 			}
-		case *channels.WeChatPay:
+		case *wechatpay.Channel:
 			mode := "public-key mode"
 			if v.CertificateMode() {
 				mode = "certificate mode (platform certificates followed while serve runs)"
@@ -520,7 +489,7 @@ func probeMessage(cfg *config.Config, channel string) (simulate.Message, error) 
 // doctorQueries makes one read-only call per channel with outbound credentials: a trade query
 // of an order that cannot exist, whose verified answer is "not paid".
 func doctorQueries(ctx context.Context, cfg *config.Config, chs []channels.Channel, c *checklist) {
-	qs, skipped, err := channels.QueriersFromConfig(cfg.Channels, chs, &http.Client{Timeout: outboundTimeout})
+	qs, skipped, err := all.QueriersFromConfig(cfg.Channels, chs, &http.Client{Timeout: outboundTimeout})
 	if err != nil {
 		c.fail("query", "%v", err)
 		return

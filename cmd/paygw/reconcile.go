@@ -23,6 +23,7 @@ import (
 
 	"github.com/paygw/paygw/bills"
 	"github.com/paygw/paygw/channels"
+	"github.com/paygw/paygw/channels/all"
 	"github.com/paygw/paygw/config"
 	"github.com/paygw/paygw/lease"
 	"github.com/paygw/paygw/reconcile"
@@ -35,7 +36,7 @@ const outboundTimeout = 10 * time.Second
 // queriers builds the trade queriers of the enabled channels, warning once for each channel
 // whose outbound credentials are missing.
 func queriers(cfg *config.Config, chs []channels.Channel, log zerolog.Logger) ([]channels.Querier, error) {
-	qs, skipped, err := channels.QueriersFromConfig(cfg.Channels, chs, &http.Client{Timeout: outboundTimeout})
+	qs, skipped, err := all.QueriersFromConfig(cfg.Channels, chs, &http.Client{Timeout: outboundTimeout})
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +99,7 @@ func (a *app) query(ctx context.Context, cfg *config.Config, o reconcile.Options
 		return err
 	}
 	defer s.Close()
-	chs, err := channels.FromConfig(cfg.Channels)
+	chs, err := all.FromConfig(cfg.Channels)
 	if err != nil {
 		return err
 	}
@@ -128,18 +129,10 @@ func (a *app) query(ctx context.Context, cfg *config.Config, o reconcile.Options
 		Closed: sum.Closed, NotPaid: sum.NotPaid, Failed: sum.Failed, Unverified: sum.Unverified, Applied: sum.Applied, Stale: sum.Stale})
 }
 
-// shanghai is the Chinese channels' day: fixed UTC+8 (China keeps no DST).
-var shanghai = time.FixedZone("CST", 8*3600)
-
-// channelDay is the zone of channel's day: Beijing time for the Chinese channels,
-// reconcile.stripe_timezone for Stripe and any other.
+// channelDay is the zone of channel's day (bills.DayZone), with reconcile.stripe_timezone for Stripe.
 func channelDay(cfg *config.Config, channel string) *time.Location {
-	switch channel {
-	case "alipay", "wechatpay", "unionpay":
-		return shanghai
-	}
-	loc, _ := time.LoadLocation(cfg.Reconcile.StripeTimezone) // validated
-	return loc
+	stripeDay, _ := time.LoadLocation(cfg.Reconcile.StripeTimezone) // validated
+	return bills.DayZone(channel, stripeDay)
 }
 
 // billIdentity is whom channel's bills must name, from its configuration.
@@ -248,7 +241,7 @@ func (a *app) bill(ctx context.Context, cfg *config.Config, b billFlags, log zer
 	defer closeBill()
 	bc := reconcile.BillConfig{LocalOnlyGrace: cfg.Reconcile.LocalOnlyGrace, Location: loc, Source: source, Downloaded: b.file == "",
 		Identity: billIdentity(cfg.Channels, matchAs)}
-	rep, err := job.RunBill(ctx, matchAs, day, r, bc, billProgress(a.stderr))
+	rep, err := job.MatchBill(ctx, matchAs, day, r, bc, billProgress(a.stderr))
 	if err != nil {
 		return fmt.Errorf("reconcile bill: %s: %w", from, err)
 	}
@@ -283,7 +276,7 @@ func openBill(ctx context.Context, cfg *config.Config, b billFlags, day time.Tim
 	if err != nil {
 		return nil, "", nil, err
 	}
-	if r, err = bf.Reader(); err != nil {
+	if r, err = bf.Open(); err != nil {
 		bf.Close()
 		return nil, "", nil, fmt.Errorf("%s: %w", from, err)
 	}
@@ -317,32 +310,17 @@ func billIdentities(c config.Channels) map[string]reconcile.Identity {
 	return ids
 }
 
-// billReader opens f in channel's bill format.
+// billReader opens f as channel's bill, in the format bills.FileFormat names, as downloads open.
 func billReader(channel string, f *os.File, day time.Time) (bills.Reader, error) {
+	format, err := bills.FileFormat(channel, f.Name())
+	if err != nil {
+		return nil, fmt.Errorf("--channel: %w", err)
+	}
 	info, err := f.Stat()
 	if err != nil {
 		return nil, err
 	}
-	zipped := strings.HasSuffix(strings.ToLower(f.Name()), ".zip")
-	switch channel {
-	case "alipay":
-		if zipped {
-			return bills.NewAlipay(f, info.Size())
-		}
-		return bills.NewAlipayCSV(f), nil
-	case "wechatpay":
-		return bills.NewWeChat(f), nil
-	case "unionpay":
-		if zipped {
-			return bills.NewUnionPayZip(f, info.Size(), day)
-		}
-		return bills.NewUnionPayZM(f, day), nil
-	case "stripe":
-		return bills.NewStripe(f), nil
-	case "csv":
-		return bills.NewCSV(f), nil
-	}
-	return nil, fmt.Errorf("--channel %q: want alipay, wechatpay, stripe, unionpay or csv", channel)
+	return bills.Open(format, f, info.Size(), day)
 }
 
 func printBillSummary(w io.Writer, rep reconcile.BillReport) {
@@ -440,7 +418,7 @@ const billDownloadTimeout = 10 * time.Minute
 // channel whose outbound credentials are missing.
 func billDownloaders(cfg *config.Config, chs []channels.Channel, log zerolog.Logger) ([]channels.BillDownloader, error) {
 	stripeDay, _ := time.LoadLocation(cfg.Reconcile.StripeTimezone) // validated
-	ds, skipped, err := channels.BillDownloadersFromConfig(cfg.Channels, chs, stripeDay, &http.Client{Timeout: billDownloadTimeout})
+	ds, skipped, err := all.BillDownloadersFromConfig(cfg.Channels, chs, stripeDay, &http.Client{Timeout: billDownloadTimeout})
 	if err != nil {
 		return nil, err
 	}
@@ -455,7 +433,7 @@ func downloadBill(ctx context.Context, cfg *config.Config, channel string, day t
 	if channel == "csv" {
 		return nil, errors.New("--channel csv is a file format: --file is required")
 	}
-	chs, err := channels.FromConfig(cfg.Channels)
+	chs, err := all.FromConfig(cfg.Channels)
 	if err != nil {
 		return nil, err
 	}

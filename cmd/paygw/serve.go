@@ -12,6 +12,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/paygw/paygw/channels"
+	"github.com/paygw/paygw/channels/all"
+	"github.com/paygw/paygw/channels/unionpay"
+	"github.com/paygw/paygw/channels/wechatpay"
 	"github.com/paygw/paygw/config"
 	"github.com/paygw/paygw/handlers"
 	"github.com/paygw/paygw/identity"
@@ -50,7 +53,7 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	defer s.Close()
 	go s.watcher.Run(ctx, identity.Interval)
 
-	chs, err := channels.FromConfig(cfg.Channels)
+	chs, err := all.FromConfig(cfg.Channels)
 	if err != nil {
 		return err
 	}
@@ -90,7 +93,7 @@ func openServeStores(ctx context.Context, cfg *config.Config, met *metrics.Metri
 // logTrustedChain says at start which UnionPay chain the gateway trusts.
 func logTrustedChain(chs []channels.Channel, log zerolog.Logger) {
 	for _, ch := range chs {
-		if up, ok := ch.(*channels.UnionPay); ok {
+		if up, ok := ch.(*unionpay.Channel); ok {
 			for _, c := range up.Chain() {
 				log.Info().Str("role", c.Role).Str("cn", c.CommonName).Str("signature_algorithm", c.SignatureAlgorithm).
 					Time("not_after", c.NotAfter).Msg("unionpay trusts this certificate")
@@ -123,11 +126,11 @@ func newServer(cfg *config.Config, s *stores, chs []channels.Channel, met *metri
 // far), and one for a notification of an unknown serial.
 func followCertificates(ctx context.Context, cfg *config.Config, chs []channels.Channel, log zerolog.Logger) error {
 	for _, ch := range chs {
-		wp, ok := ch.(*channels.WeChatPay)
+		wp, ok := ch.(*wechatpay.Channel)
 		if !ok || !wp.CertificateMode() {
 			continue
 		}
-		certs, err := channels.NewWeChatCertificates(cfg.Channels.WeChatPay, wp, &http.Client{Timeout: outboundTimeout}, func(added []string, err error) {
+		certs, err := wechatpay.NewCertificates(cfg.Channels.WeChatPay, wp, &http.Client{Timeout: outboundTimeout}, func(added []string, err error) {
 			if err != nil {
 				log.Warn().Err(err).Msg("wechatpay platform certificates not downloaded; the trusted ones stay")
 			} else if len(added) > 0 {
@@ -140,7 +143,7 @@ func followCertificates(ctx context.Context, cfg *config.Config, chs []channels.
 		case err != nil:
 			return err
 		default:
-			go certs.Run(ctx, channels.WeChatCertificateRefresh)
+			go certs.Run(ctx, wechatpay.CertificateRefresh)
 		}
 	}
 	return nil

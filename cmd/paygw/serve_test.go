@@ -185,7 +185,7 @@ func TestSecretsNotLogged(t *testing.T) {
 func TestServeStartsWithUnionPayTestCertificates(t *testing.T) {
 	dsn := testenv.EmptyDatabase(t)
 	addr := freeAddr(t)
-	certs, err := filepath.Abs("../../channels/testdata/vectors/unionpay")
+	certs, err := filepath.Abs("../../channels/unionpay/testdata/vectors")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,8 @@ import (
 	"golang.org/x/text/encoding/simplifiedchinese"
 
 	"github.com/paygw/paygw/simulate"
+
+	"github.com/paygw/paygw/bills"
 )
 
 // Merchant identities the bills carry in their headers and columns: the sandbox's (simulate's
@@ -133,7 +135,7 @@ func alipayBill(base time.Time, bd BillDay, lines []billLine, v Variant, invente
 		if l.refund {
 			kind, fen = "退款", -l.fen
 		}
-		when := l.at.In(beijing).Format(time.DateTime)
+		when := l.at.In(bills.ChinaTime).Format(time.DateTime)
 		return strings.Join([]string{l.txn + "\t", l.tradeNo + "\t", kind + "\t", "history goods", when, when, "\t", "\t", "\t", "\t",
 			"159****5620\t", signedYuan(fen), signedYuan(fen), "0.00", "0.00", "0.00", "0.00", "0.00", "", "0.00\t", "0.00",
 			l.refundID + "\t", "0.00", "0.00", ""}, ",")
@@ -217,7 +219,7 @@ func wechatBill(lines []billLine, v Variant, invented *billLine) []byte {
 		if l.refund {
 			status, order, refund, refundID, outRefund = "REFUND", 0, l.fen, l.refundID, "R"+l.refundID
 		}
-		cells := []string{l.at.In(beijing).Format(time.DateTime), simulate.SandboxWeChatAppID, simulate.SandboxWeChatMchID, "0", "",
+		cells := []string{l.at.In(bills.ChinaTime).Format(time.DateTime), simulate.SandboxWeChatAppID, simulate.SandboxWeChatMchID, "0", "",
 			l.txn, l.tradeNo, "oUpF8uMuAJO_M2pxb1Q9zNjWeS6o", "NATIVE", status, "OTHERS", "CNY", simulate.Yuan(order), "0.00",
 			refundID, outRefund, simulate.Yuan(refund), "0.00", "", "", "history goods", "", "0.00000", "0.60%",
 			simulate.Yuan(order), simulate.Yuan(refund), ""}
@@ -285,7 +287,7 @@ var zmWidths = [...]int{3, 11, 11, 6, 10, 19, 12, 4, 2, 21, 2, 32, 2, 6, 10, 13,
 func unionPayBill(base time.Time, bd BillDay, lines []billLine) []byte {
 	var b bytes.Buffer
 	for _, l := range lines {
-		f := map[int]string{0: "S22", 1: "00049992900", 2: "00049992900", 4: l.at.In(beijing).Format("0102150405"),
+		f := map[int]string{0: "S22", 1: "00049992900", 2: "00049992900", 4: l.at.In(bills.ChinaTime).Format("0102150405"),
 			5: "6216***********0018", 7: "5411", 8: "07", 11: l.tradeNo, 12: "01", 17: "0001", 20: "01", 21: "000201",
 			27: simulate.SandboxUnionPayMerID, 36: "000000000000"}
 		f[6] = fmt.Sprintf("%012d", l.fen)

@@ -21,6 +21,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/paygw/paygw/bills"
 )
 
 // The channels a history's attempts go to.
@@ -103,10 +105,8 @@ func Zone(channel string) *time.Location {
 	if channel == Stripe {
 		return time.UTC
 	}
-	return beijing
+	return bills.ChinaTime
 }
-
-var beijing = time.FixedZone("CST", 8*3600)
 
 // DayOf is the index of the channel day holding offset at: day k is the calendar date of the
 // base plus k days, in the channel's zone.

@@ -23,6 +23,7 @@ import (
 	"github.com/paygw/paygw/apply"
 	"github.com/paygw/paygw/bills"
 	"github.com/paygw/paygw/channels"
+	"github.com/paygw/paygw/channels/all"
 	"github.com/paygw/paygw/config"
 	"github.com/paygw/paygw/guard"
 	"github.com/paygw/paygw/handlers"
@@ -102,11 +103,11 @@ func newWorld(t testing.TB) *world {
 		t.Fatal(err)
 	}
 	w := &world{t: t, fake: fake, client: &http.Client{Timeout: 30 * time.Second}, token: testenv.Secret(t, "history-token-"+testenv.Random(8))}
-	if w.chs, err = channels.FromConfig(cfg.Channels); err != nil {
+	if w.chs, err = all.FromConfig(cfg.Channels); err != nil {
 		t.Fatal(err)
 	}
 	var skipped []error
-	if w.qs, skipped, err = channels.QueriersFromConfig(cfg.Channels, w.chs, &http.Client{Timeout: 10 * time.Second}); err != nil || len(skipped) > 0 || len(w.qs) != 4 {
+	if w.qs, skipped, err = all.QueriersFromConfig(cfg.Channels, w.chs, &http.Client{Timeout: 10 * time.Second}); err != nil || len(skipped) > 0 || len(w.qs) != 4 {
 		t.Fatalf("queriers: %d, skipped %v, %v", len(w.qs), skipped, err)
 	}
 	m, err := simulate.LoadSigners(dir)
@@ -232,7 +233,7 @@ func (w *world) newOrder(h History, ids IDs, base time.Time) error {
 		case a.Channel == Stripe && !a.Checkout:
 			ref = ids.Txn[i]
 		case a.Channel == UnionPay:
-			ref = base.Add(-time.Hour).In(beijing).Format("20060102150405")
+			ref = base.Add(-time.Hour).In(bills.ChinaTime).Format("20060102150405")
 		}
 		body := fmt.Sprintf(`{"channel":%q,"channel_ref":%q}`, a.Channel, ref)
 		req, _ := http.NewRequest("POST", url+"/v1/orders/"+ids.TradeNo+"/attempts", strings.NewReader(body))
@@ -293,7 +294,7 @@ func (w *world) query(ch, tradeNo string) error {
 	return err
 }
 
-// runBill runs a bill file through the channel's real reader and reconcile.Job.RunBill, as
+// runBill runs a bill file through the channel's real reader and reconcile.Job.MatchBill, as
 // `paygw reconcile bill --channel C --date D --file F` does (zip files by their ending).
 func (w *world) runBill(bd BillDay, date time.Time, file []byte, zipped bool) (reconcile.BillReport, error) {
 	var r bills.Reader
@@ -318,7 +319,7 @@ func (w *world) runBill(bd BillDay, date time.Time, file []byte, zipped bool) (r
 	w.mu.RLock()
 	job := w.proc.job
 	w.mu.RUnlock()
-	return job.RunBill(context.Background(), bd.Channel, date, r, reconcile.BillConfig{LocalOnlyGrace: 48 * time.Hour,
+	return job.MatchBill(context.Background(), bd.Channel, date, r, reconcile.BillConfig{LocalOnlyGrace: 48 * time.Hour,
 		Location: Zone(bd.Channel), Identity: merchant[bd.Channel]}, nil)
 }
 

@@ -1,0 +1,436 @@
+// Package channeltest holds what the channel packages' tests share: a sandbox of generated keys
+// and the fake channel serving them, test files, keys, and the checks every query answer and
+// verified event must pass. Tests only.
+package channeltest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/paygw/paygw/bills"
+	"github.com/paygw/paygw/channels"
+	"github.com/paygw/paygw/config"
+	"github.com/paygw/paygw/payment"
+	"github.com/paygw/paygw/simulate"
+)
+
+// Sandbox is one set of sandbox keys, the fake channel serving them over HTTP, and the
+// verifiers and queriers a gateway configured with the generated channels.yaml builds.
+type Sandbox struct {
+	Man      simulate.Manifest
+	Cfg      *config.Config
+	Fake     *simulate.Fake
+	URL      string // the fake's base URL: its Alipay gateway and WeChat Pay API
+	Signers  map[string]simulate.Signer
+	Channels map[string]channels.Channel
+	Queriers map[string]channels.Querier
+	AppKey   *rsa.PrivateKey // the merchant's Alipay app key, to build queriers with
+	MchKey   *rsa.PrivateKey // the merchant's WeChat Pay API key
+}
+
+// Shared returns a function that builds the sandbox once for a test binary (key generation is
+// slow) and hands it to every test; build adds the verifiers and queriers of the channels under
+// test to Channels and Queriers. Everything is read into memory, so the key directory is gone
+// when the sandbox is built.
+func Shared(build func(s *Sandbox) error) func(tb testing.TB) *Sandbox {
+	var once sync.Once
+	var s *Sandbox
+	var err error
+	return func(tb testing.TB) *Sandbox {
+		tb.Helper()
+		once.Do(func() { s, err = newSandbox(build) })
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return s
+	}
+}
+
+func newSandbox(build func(s *Sandbox) error) (*Sandbox, error) {
+	dir, err := os.MkdirTemp("", "paygw-query-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	s := &Sandbox{Channels: map[string]channels.Channel{}, Queriers: map[string]channels.Querier{}}
+	if s.Man, err = simulate.WriteKeys(dir, time.Now()); err != nil {
+		return nil, err
+	}
+	if s.Signers, err = simulate.LoadSigners(dir); err != nil {
+		return nil, err
+	}
+	if s.Fake, err = simulate.NewFake(dir, ""); err != nil {
+		return nil, err
+	}
+	srv := httptest.NewServer(s.Fake.Handler()) // lives as long as the test binary
+	s.URL = srv.URL
+	s.Cfg, err = config.Load(s.Man.ConfigPath, []string{
+		"PAYGW_CHANNELS__ALIPAY__GATEWAY_URL=" + srv.URL + "/gateway.do",
+		"PAYGW_CHANNELS__WECHATPAY__API_BASE_URL=" + srv.URL,
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range []struct {
+		dst  **rsa.PrivateKey
+		file string
+	}{{&s.AppKey, s.Man.Alipay.AppPrivateKeyFile}, {&s.MchKey, s.Man.WeChatPay.MerchantPrivateKeyFile}} {
+		b, err := os.ReadFile(filepath.Join(dir, k.file)) // #nosec G304 -- the sandbox's own key directory
+		if err != nil {
+			return nil, err
+		}
+		if *k.dst, err = channels.ParseRSAPrivateKey(b); err != nil {
+			return nil, err
+		}
+	}
+	return s, build(s)
+}
+
+// tradeSeq makes every test's trade_no its own: the fake's store is shared.
+var tradeSeq atomic.Int64
+
+// NewTradeNo is a trade_no of prefix no other test uses: the fake's store is shared.
+func NewTradeNo(prefix string) string {
+	return fmt.Sprintf("%s%d-%d", prefix, time.Now().UnixNano()%1e9, tradeSeq.Add(1))
+}
+
+// Add records a trade at the fake, paid a minute ago (whole seconds, as the channels write time).
+func (s *Sandbox) Add(tb testing.TB, t simulate.FakeTrade) simulate.FakeTrade {
+	tb.Helper()
+	if t.PaidAt.IsZero() {
+		t.PaidAt = time.Now().Add(-time.Minute).Truncate(time.Second)
+	}
+	t, err := s.Fake.Add(context.Background(), t)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return t
+}
+
+// Notified is the event the channel's notification of t maps to: signed by the simulator, read
+// by the verifier. status is the simulator's (paid, refund).
+func (s *Sandbox) Notified(tb testing.TB, t simulate.FakeTrade, status string) payment.Event {
+	tb.Helper()
+	m, err := s.Signers[t.Channel].Sign(simulate.Payment{TradeNo: t.TradeNo, AmountFen: t.AmountFen, Currency: t.Currency,
+		TxnID: t.TxnID, Time: t.PaidAt, Status: status, RefundFen: t.RefundFen})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ev, err := s.Channels[t.Channel].Verify(m.Body, m.Header, time.Now())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return ev
+}
+
+// SameMoney fails unless the query's event and the notification's name one payment: trade,
+// transaction id, kind, amount, currency and time.
+func SameMoney(t *testing.T, what string, got, want payment.Event) {
+	t.Helper()
+	if got.TradeNo != want.TradeNo || got.ChannelTxnID != want.ChannelTxnID || got.Kind != want.Kind ||
+		got.AmountFen != want.AmountFen || got.Currency != want.Currency || !got.PaidAt.Equal(want.PaidAt) ||
+		got.RefundFen != want.RefundFen || got.RefundIsTotal != want.RefundIsTotal || got.Channel != want.Channel {
+		t.Errorf("%s:\n query        %+v\n notification %+v", what, Brief(got), Brief(want))
+	}
+}
+
+// Brief is ev in one line, for messages.
+func Brief(ev payment.Event) string {
+	return fmt.Sprintf("{%s %s trade=%s txn=%s amount=%d %s at=%s refund=%d total=%v notify=%s}", ev.Channel, ev.Kind,
+		ev.TradeNo, ev.ChannelTxnID, ev.AmountFen, ev.Currency, ev.PaidAt.UTC().Format(time.RFC3339), ev.RefundFen, ev.RefundIsTotal, ev.NotifyID)
+}
+
+// WantErr fails unless err wraps sentinel.
+func WantErr(t *testing.T, err, sentinel error, what string) {
+	t.Helper()
+	if !errors.Is(err, sentinel) {
+		t.Errorf("%s: error %v, want %v", what, err, sentinel)
+	}
+}
+
+var (
+	rsaKeyOnce sync.Once
+	rsaKey     *rsa.PrivateKey
+)
+
+// NewRSAKey is a 2048-bit key that none of the sandbox's parties holds.
+func NewRSAKey(tb testing.TB) *rsa.PrivateKey {
+	tb.Helper()
+	rsaKeyOnce.Do(func() {
+		k, err := rsa.GenerateKey(rand.Reader, 2048)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		rsaKey = k
+	})
+	return rsaKey
+}
+
+// WriteKeyFile writes key as PEM into a file of the test's own, and returns its path.
+func WriteKeyFile(tb testing.TB, key *rsa.PrivateKey) string {
+	tb.Helper()
+	path := filepath.Join(tb.TempDir(), "key.pem")
+	if err := os.WriteFile(path, simulate.PEMPrivateKey(key), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return path
+}
+
+// FixedResponse answers every request with status and body, without a network.
+type FixedResponse struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// RoundTrip answers req.
+func (f *FixedResponse) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+		_ = req.Body.Close()
+	}
+	return &http.Response{StatusCode: f.Status, Header: f.Header.Clone(), Body: io.NopCloser(bytes.NewReader(f.Body)),
+		Request: req, ProtoMajor: 1, ProtoMinor: 1}, nil
+}
+
+// FuzzTradeNo is the trade the fuzzed queriers are asked about.
+const FuzzTradeNo = "T20260501-0001"
+
+// CheckAnswer is what holds for every answer of any querier to a question about asked.
+func CheckAnswer(t *testing.T, channel, asked string, body []byte, a channels.TradeAnswer, err error) {
+	t.Helper()
+	if err != nil {
+		n := 0
+		for _, s := range []error{channels.ErrQueryFailed, channels.ErrBadSignature, channels.ErrMalformed} {
+			if errors.Is(err, s) {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Fatalf("error %v wraps %d of ErrQueryFailed, ErrBadSignature, ErrMalformed, want 1", err, n)
+		}
+		if a.State != "" || a.Events != nil {
+			t.Fatalf("an answer %+v with error %v", a, err)
+		}
+		return
+	}
+	var kinds []payment.Kind
+	for _, ev := range a.Events {
+		kinds = append(kinds, ev.Kind)
+		if _, cerr := channels.CheckEvent(ev); cerr != nil {
+			t.Fatalf("event fails the width checks: %v", cerr)
+		}
+		switch {
+		case ev.Channel != channel || ev.TradeNo != asked || !bytes.Equal(ev.Raw, body):
+			t.Fatalf("event %s for %s: wrong channel, trade or raw body", Brief(ev), asked)
+		case ev.Kind == payment.KindPaid && ev.NotifyID != channels.QueryNotifyID(ev.ChannelTxnID):
+			t.Fatalf("payment notify id %q", ev.NotifyID)
+		case ev.Kind == payment.KindClosed && ev.NotifyID != "query:close:"+asked:
+			t.Fatalf("close notify id %q", ev.NotifyID)
+		case ev.Kind == payment.KindRefund && (ev.NotifyID != "query:refund:"+ev.ChannelTxnID || ev.RefundFen != ev.AmountFen || !ev.RefundIsTotal):
+			t.Fatalf("refund %s", Brief(ev))
+		}
+	}
+	// Alipay states a full refund's amount; WeChat's order query states none.
+	want := map[channels.TradeState]string{channels.TradeNotPaid: "[]", channels.TradePaid: "[PAID]", channels.TradeClosed: "[CLOSED]",
+		channels.TradeRefunded: map[string]string{"alipay": "[PAID REFUND]", "wechatpay": "[PAID]"}[channel]}
+	if got := fmt.Sprint(kinds); got != want[a.State] {
+		t.Fatalf("state %q with events %s", a.State, got)
+	}
+	if a.Status == "" {
+		t.Fatal("an answer without the channel's status")
+	}
+}
+
+// ReadTestFile is the text of testdata/name.
+func ReadTestFile(tb testing.TB, name string) string {
+	tb.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", name)) // #nosec G304 -- a test's own testdata file
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return string(data)
+}
+
+// ReadPrivateKey reads the PKCS#8 RSA key testdata/name.
+func ReadPrivateKey(tb testing.TB, name string) *rsa.PrivateKey {
+	tb.Helper()
+	block, _ := pem.Decode([]byte(ReadTestFile(tb, name)))
+	if block == nil {
+		tb.Fatalf("%s: no PEM block", name)
+	}
+	key, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		tb.Fatalf("%s: %v", name, err)
+	}
+	return key.(*rsa.PrivateKey)
+}
+
+// AssertEvent fails unless got is want, PaidAt compared as instants.
+func AssertEvent(t *testing.T, got, want payment.Event) {
+	t.Helper()
+	if !got.PaidAt.Equal(want.PaidAt) || got.PaidAt.IsZero() != want.PaidAt.IsZero() {
+		t.Errorf("PaidAt = %v, want %v", got.PaidAt, want.PaidAt)
+	}
+	if !bytes.Equal(got.Raw, want.Raw) {
+		t.Errorf("Raw = %q, want the body", got.Raw)
+	}
+	got.PaidAt, want.PaidAt, got.Raw, want.Raw = time.Time{}, time.Time{}, nil, nil
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("event\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// IsSentinel reports whether err is one of the package's refusals, as every error from outside
+// input must be: the HTTP layer maps only those.
+func IsSentinel(err error) bool {
+	for _, s := range []error{channels.ErrMalformed, channels.ErrBadSignature, channels.ErrNotOurs, channels.ErrUnsupported} {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// SameAsNotified compares what makes two events the same payment (or refund) to apply. A refund's
+// PaidAt is not read by apply; a query cannot know when the refund happened.
+func SameAsNotified(t *testing.T, got, want payment.Event) {
+	t.Helper()
+	if got.Channel != want.Channel || got.TradeNo != want.TradeNo || got.ChannelTxnID != want.ChannelTxnID ||
+		got.Kind != want.Kind || got.AmountFen != want.AmountFen || got.Currency != want.Currency ||
+		got.Kind == payment.KindPaid && !got.PaidAt.Equal(want.PaidAt) || got.RefundFen != want.RefundFen || got.RefundIsTotal != want.RefundIsTotal {
+		t.Errorf("query event\n %+v\nnotification event\n %+v", EventNoRaw(got), EventNoRaw(want))
+	}
+}
+
+// EventNoRaw is ev without its raw body, for messages.
+func EventNoRaw(ev payment.Event) payment.Event { ev.Raw = nil; return ev }
+
+// CheckAnswerInvariants holds what every answer must: events for its state only, each about the trade
+// asked, a refund right after the payment it undoes.
+func CheckAnswerInvariants(t *testing.T, a channels.TradeAnswer, tradeNo string) {
+	t.Helper()
+	for i, ev := range a.Events {
+		if _, err := channels.CheckEvent(ev); err != nil || ev.TradeNo != tradeNo {
+			t.Fatalf("event %d %+v: %v (trade %q)", i, EventNoRaw(ev), err, tradeNo)
+		}
+		if ev.AmountFen < 0 || ev.AmountFen > channels.MaxFen || ev.RefundFen < 0 || ev.RefundFen > channels.MaxFen {
+			t.Fatalf("event %d: amount out of range %+v", i, EventNoRaw(ev))
+		}
+	}
+	kinds := func() (paid, refunds, closes int) {
+		for i, ev := range a.Events {
+			switch ev.Kind {
+			case payment.KindPaid:
+				paid++
+				if ev.NotifyID != channels.QueryNotifyID(ev.ChannelTxnID) {
+					t.Fatalf("payment NotifyID %q", ev.NotifyID)
+				}
+			case payment.KindRefund:
+				refunds++
+				if i == 0 || a.Events[i-1].Kind != payment.KindPaid || a.Events[i-1].ChannelTxnID != ev.ChannelTxnID || !ev.RefundIsTotal {
+					t.Fatalf("refund %d does not follow its payment: %+v", i, a.Events)
+				}
+			case payment.KindClosed:
+				closes++
+				// Stripe closes one PaymentIntent (retrieved by id), the others the trade.
+				if ev.NotifyID != "query:close:"+tradeNo && !(ev.Channel == "stripe" && ev.NotifyID == "query:close:"+ev.ChannelTxnID) {
+					t.Fatalf("close NotifyID %q", ev.NotifyID)
+				}
+			default:
+				t.Fatalf("event %d of kind %s", i, ev.Kind)
+			}
+		}
+		return
+	}
+	paid, refunds, closes := kinds()
+	ok := false
+	switch a.State {
+	case channels.TradeNotPaid:
+		ok = len(a.Events) == 0
+	case channels.TradePaid:
+		ok = paid > 0 && refunds == 0 && closes == 0
+	case channels.TradeRefunded:
+		ok = paid > 0 && refunds > 0 && closes == 0
+	case channels.TradeClosed:
+		ok = len(a.Events) == 1 && closes == 1
+	}
+	if !ok {
+		t.Fatalf("state %s with %d payments, %d refunds, %d closes", a.State, paid, refunds, closes)
+	}
+}
+
+// BillLines reads every line of b, failing on any bad one.
+func BillLines(t *testing.T, b *channels.BillFile) []bills.Line {
+	t.Helper()
+	r, err := b.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []bills.Line
+	for {
+		l, err := r.Next()
+		if err == io.EOF {
+			return lines
+		}
+		if err != nil {
+			t.Fatalf("%s bill: %v", b.Channel, err)
+		}
+		lines = append(lines, l)
+	}
+}
+
+// SameAsASeed fails unless ev, accepted from a fuzzed input, is the event one of the seeds
+// verified to, but for its raw body: a signature covers every field an event is made of, so a
+// mutation that still verifies may change how the fields are written, never what they say.
+func SameAsASeed(t *testing.T, ev payment.Event, seeds []payment.Event) {
+	t.Helper()
+	got := sansRaw(ev)
+	for _, s := range seeds {
+		if reflect.DeepEqual(got, sansRaw(s)) {
+			return
+		}
+	}
+	t.Fatalf("a mutated input verified to an event no seed carries: %+v", got)
+}
+
+// VerifiedSeeds is the events of the seeds that verify; a Verify fuzz target without any would
+// check SameAsASeed of nothing, so it fails.
+func VerifiedSeeds(f *testing.F, verify func(i int) (payment.Event, error), n int) []payment.Event {
+	f.Helper()
+	var evs []payment.Event
+	for i := range n {
+		if ev, err := verify(i); err == nil {
+			evs = append(evs, ev)
+		}
+	}
+	if len(evs) == 0 {
+		f.Fatal("no seed verifies")
+	}
+	return evs
+}
+
+// sansRaw is ev without its raw body and with its time in UTC, for comparing what it says.
+func sansRaw(ev payment.Event) payment.Event {
+	ev.Raw = nil
+	if !ev.PaidAt.IsZero() {
+		ev.PaidAt = ev.PaidAt.UTC()
+	}
+	return ev
+}
