@@ -101,6 +101,8 @@ func alipayBillURL(rsp *alipay.BillDownloadURLQueryRsp, body []byte) (string, er
 	switch {
 	case rsp == nil:
 		return "", fmt.Errorf("%w: alipay: alipay_data_dataservice_bill_downloadurl_query_response is null", channels.ErrMalformed)
+	case rsp.Code != alipay.CodeSuccess && rsp.SubCode == "isp.bill_not_exist":
+		return "", fmt.Errorf("%w: alipay: no bill for this day yet (isp.bill_not_exist): Alipay makes a day's bill after 10:00 Beijing time the next day", channels.ErrQueryFailed)
 	case rsp.Code != alipay.CodeSuccess:
 		return "", fmt.Errorf("%w: alipay: code %s, sub_code %s", channels.ErrQueryFailed, channels.Quote(string(rsp.Code)), channels.Quote(rsp.SubCode))
 	}

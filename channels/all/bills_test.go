@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -275,6 +276,19 @@ func TestWeChatBillEmptyAndNotYet(t *testing.T) {
 	}
 	_, err = s.dl["wechatpay"].DownloadBill(context.Background(), billDayAgo("wechatpay", 0, s.stripeDay))
 	channeltest.WantErr(t, err, channels.ErrQueryFailed, "today's bill")
+	if !strings.Contains(err.Error(), "STATEMENT_CREATING") || !strings.Contains(err.Error(), "the next day") {
+		t.Fatalf("today's bill: %v, want the channel's code and when the bill is made", err)
+	}
+}
+
+// Alipay has no bill for a day not over: the error says so, and when the bill is made.
+func TestAlipayBillNotYet(t *testing.T) {
+	s := testBillSandbox(t)
+	_, err := s.dl["alipay"].DownloadBill(context.Background(), billDayAgo("alipay", 0, s.stripeDay))
+	channeltest.WantErr(t, err, channels.ErrQueryFailed, "today's bill")
+	if !strings.Contains(err.Error(), "isp.bill_not_exist") || !strings.Contains(err.Error(), "the next day") {
+		t.Fatalf("today's bill: %v, want the channel's code and when the bill is made", err)
+	}
 }
 
 // The middleman changes the bill after the signed answer named its SHA1: refused.

@@ -95,6 +95,9 @@ func (w *wechatBills) DownloadBill(ctx context.Context, day time.Time) (*channel
 		if got.Status == http.StatusBadRequest && code == "NO_STATEMENT_EXIST" {
 			return channels.NoBill("wechatpay", day), nil
 		}
+		if code == "STATEMENT_CREATING" {
+			return nil, fmt.Errorf("%w: wechatpay: the bill of this day is being made (STATEMENT_CREATING): WeChat Pay makes a day's bill after 10:00 Beijing time the next day; ask again later", channels.ErrQueryFailed)
+		}
 		return nil, fmt.Errorf("%w: wechatpay: tradebill: HTTP %d %s", channels.ErrQueryFailed, got.Status, channels.Quote(code))
 	case errors.Is(err, channels.ErrBadSignature):
 		return nil, err

@@ -222,6 +222,11 @@ func (a *app) bill(ctx context.Context, cfg *config.Config, b billFlags, log zer
 	}
 	loc := channelDay(cfg, matchAs)
 	day := time.Date(b.date.day.Year(), b.date.day.Month(), b.date.day.Day(), 0, 0, 0, 0, loc)
+	if now := time.Now().In(loc); b.file == "" && !now.After(day.AddDate(0, 0, 1)) {
+		// A channel makes a day's bill once the day is over in its own time.
+		return usagef("reconcile bill: --date %s is not over yet in %s's day (%s, now %s): its bill does not exist yet; ask for an earlier day",
+			b.date.day.Format(time.DateOnly), matchAs, loc, now.Format("2006-01-02 15:04"))
+	}
 	s, err := openStores(ctx, cfg, storeOptions{conns: 8, oneShot: true}, log)
 	if err != nil {
 		return err
