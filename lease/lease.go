@@ -72,7 +72,7 @@ func Holder(what string) string {
 	return h
 }
 
-// HeldError: another holder has the lease.
+// HeldError is the error of a lease another holder has.
 type HeldError struct {
 	Name   string
 	Holder string
