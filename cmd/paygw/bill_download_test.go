@@ -1,8 +1,6 @@
 package main
 
 import (
-	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -17,23 +15,9 @@ import (
 // repaired (exit 0); a day whose bill holds an order that is not ours leaves a discrepancy
 // (exit 3).
 func TestReconcileBillDownload(t *testing.T) {
-	dir, man := sandboxKeys(t)
-	fake, err := simulate.NewFake(dir, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fakeSrv := httptest.NewServer(fake.Handler())
-	defer fakeSrv.Close()
-	channelsYAML, err := os.ReadFile(man.ConfigPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	extra := strings.ReplaceAll(string(channelsYAML), "http://"+simulate.FakeAddr, fakeSrv.URL)
+	fake, extra, man := sandboxFake(t)
 	dsn := testenv.EmptyDatabase(t)
-	path := writeConfig(t, settings{dsn: dsn, extra: extra})
-	if r := runPaygw(t, nil, "migrate", "--config", path); r.code != 0 {
-		t.Fatalf("migrate: exit %d\n%s", r.code, r.stderr)
-	}
+	path := migratedConfig(t, settings{dsn: dsn, extra: extra})
 
 	cst := bills.ChinaTime
 	y, m, d := time.Now().In(cst).AddDate(0, 0, -2).Date()

@@ -42,10 +42,7 @@ func billSetup(t *testing.T) (path, dsn string) {
 	}
 	yaml := strings.Replace(string(raw), alipay, alipay+"    seller_id: \""+billPID+"\"\n", 1)
 	dsn = testenv.EmptyDatabase(t)
-	path = writeConfig(t, settings{dsn: dsn, extra: yaml})
-	if r := runPaygw(t, nil, "migrate", "--config", path); r.code != 0 {
-		t.Fatalf("migrate: exit %d\n%s", r.code, r.stderr)
-	}
+	path = migratedConfig(t, settings{dsn: dsn, extra: yaml})
 	return path, dsn
 }
 

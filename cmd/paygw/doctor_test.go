@@ -37,6 +37,14 @@ func sandboxKeys(t *testing.T) (string, simulate.Manifest) {
 // outbound calls sent to a running fake channel.
 func sandboxChannels(t *testing.T) (string, simulate.Manifest) {
 	t.Helper()
+	_, channelsYAML, man := sandboxFake(t)
+	return channelsYAML, man
+}
+
+// sandboxFake writes fresh sandbox keys, starts a fake channel that knows them and returns it with
+// the channels: block trusting the keys, its outbound calls sent to the fake.
+func sandboxFake(t *testing.T) (*simulate.Fake, string, simulate.Manifest) {
+	t.Helper()
 	dir, man := sandboxKeys(t)
 	fake, err := simulate.NewFake(dir, "")
 	if err != nil {
@@ -48,7 +56,7 @@ func sandboxChannels(t *testing.T) (string, simulate.Manifest) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strings.ReplaceAll(string(b), "http://"+simulate.FakeAddr, srv.URL), man
+	return fake, strings.ReplaceAll(string(b), "http://"+simulate.FakeAddr, srv.URL), man
 }
 
 // checkLines returns the checklist's lines by status.

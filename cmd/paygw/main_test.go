@@ -99,6 +99,22 @@ func writeConfig(t *testing.T, s settings) string {
 	return path
 }
 
+// migratedConfig writes s as a config file, runs `paygw migrate` on it and returns its path.
+func migratedConfig(t *testing.T, s settings) string {
+	t.Helper()
+	path := writeConfig(t, s)
+	migrate(t, path)
+	return path
+}
+
+// migrate runs `paygw migrate` with the config file at path.
+func migrate(t *testing.T, path string) {
+	t.Helper()
+	if r := runPaygw(t, nil, "migrate", "--config", path); r.code != 0 {
+		t.Fatalf("migrate: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
 // freeAddr returns a loopback address nothing listens on right now.
 func freeAddr(t *testing.T) string {
 	t.Helper()

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,23 +16,9 @@ import (
 // `paygw reconcile query` against the fake channel: one line per order asked, a summary, exit 0
 // whatever it found; --dry-run changes nothing; a channel that cannot be asked is an error.
 func TestReconcileQueryCommand(t *testing.T) {
-	dir, man := sandboxKeys(t)
-	fake, err := simulate.NewFake(dir, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fakeSrv := httptest.NewServer(fake.Handler())
-	defer fakeSrv.Close()
-	channelsYAML, err := os.ReadFile(man.ConfigPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	extra := strings.ReplaceAll(string(channelsYAML), "http://"+simulate.FakeAddr, fakeSrv.URL)
+	fake, extra, man := sandboxFake(t)
 	dsn := testenv.EmptyDatabase(t)
-	path := writeConfig(t, settings{dsn: dsn, extra: extra})
-	if r := runPaygw(t, nil, "migrate", "--config", path); r.code != 0 {
-		t.Fatalf("migrate: exit %d\n%s", r.code, r.stderr)
-	}
+	path := migratedConfig(t, settings{dsn: dsn, extra: extra})
 	testenv.Exec(t, dsn, `INSERT INTO orders (trade_no, user_id, sku, num, amount_fen, currency, status, create_time, update_time)
 		VALUES ('PRECON1', 1, 'S', 1, 1999, 'CNY', 'WAIT_PAY', NOW(3), NOW(3))`)
 	testenv.Exec(t, dsn, `INSERT INTO payment_attempt (trade_no, channel, created_time, next_query_at) VALUES ('PRECON1', 'alipay', NOW(3), NOW(3))`)
@@ -107,10 +92,7 @@ func TestReconcileBillCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	dsn := testenv.EmptyDatabase(t)
-	path := writeConfig(t, settings{dsn: dsn, extra: string(channelsYAML)})
-	if r := runPaygw(t, nil, "migrate", "--config", path); r.code != 0 {
-		t.Fatalf("migrate: exit %d\n%s", r.code, r.stderr)
-	}
+	path := migratedConfig(t, settings{dsn: dsn, extra: string(channelsYAML)})
 	testenv.Exec(t, dsn, `INSERT INTO orders (trade_no, user_id, sku, num, amount_fen, currency, status, create_time, update_time)
 		VALUES ('PBILL1', 1, 'S', 1, 1999, 'CNY', 'WAIT_PAY', '2026-11-30 01:00:00', '2026-11-30 01:00:00')`)
 	line := "`2026-11-30 17:07:11,`wx0000000000000000,`1900000001,`0,`,`4200000925202611304997714292,`PBILL1,`openid,`NATIVE,`SUCCESS,`OTHERS,`CNY,`19.99,`0.00,`0,`0,`0.00,`0.00,`,`,`goods,`,`0.00000,`0.60%,`19.99,`0.00,`"

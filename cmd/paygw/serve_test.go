@@ -197,9 +197,7 @@ func TestServeStartsWithUnionPayTestCertificates(t *testing.T) {
     intermediate_cert_file: %q
     signer_name: "00040000:SIGN"
 `, filepath.Join(certs, "acp_test_root.cer.pem"), filepath.Join(certs, "acp_test_middle.cer.pem"))})
-	if r := runPaygw(t, nil, "migrate", "--config", path); r.code != 0 {
-		t.Fatalf("migrate: exit %d\n%s", r.code, r.stderr)
-	}
+	migrate(t, path)
 	s := startServer(t, path, addr)
 	s.stop()
 	out := s.out.String()

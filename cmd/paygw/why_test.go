@@ -11,10 +11,7 @@ import (
 // `paygw why` prints what GET /v1/payments explains, on a terminal.
 func TestWhy(t *testing.T) {
 	dsn := testenv.EmptyDatabase(t)
-	path := writeConfig(t, settings{dsn: dsn})
-	if r := runPaygw(t, nil, "migrate", "--config", path); r.code != 0 {
-		t.Fatalf("migrate: exit %d\n%s", r.code, r.stderr)
-	}
+	path := migratedConfig(t, settings{dsn: dsn})
 	testenv.Exec(t, dsn, `INSERT INTO orders (trade_no, user_id, sku, num, amount_fen, currency, status, create_time, update_time)
 		VALUES ('PWHY1', 1, 'S', 1, 1999, 'CNY', 'WAIT_PAY', NOW(3), NOW(3))`)
 	r := runPaygw(t, nil, "why", "PWHY1", "--config", path)
