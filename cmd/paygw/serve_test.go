@@ -92,14 +92,7 @@ func TestServeRefusesBadConfig(t *testing.T) {
 		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		start := time.Now()
-		r := runPaygw(t, nil, "serve", "--config", path)
-		if r.code == 0 {
-			t.Fatalf("exit code 0, want non-zero; stderr:\n%s", r.stderr)
-		}
-		if d := time.Since(start); d > 5*time.Second {
-			t.Errorf("took %s to refuse the config, want well under 5s", d)
-		}
+		r := serveFails(t, path, 5*time.Second, "refuse the config")
 		msg := strings.TrimRight(r.stderr, "\n")
 		if !strings.HasPrefix(msg, "paygw:") || !strings.Contains(msg, "adress") {
 			t.Errorf("stderr %q: want a line starting with \"paygw:\" naming the key \"adress\"", r.stderr)
@@ -111,14 +104,7 @@ func TestServeRefusesBadConfig(t *testing.T) {
 
 	t.Run("mysql unreachable", func(t *testing.T) {
 		path := writeConfig(t, settings{addr: freeAddr(t), dsn: "root@tcp(127.0.0.1:1)/paygw"})
-		start := time.Now()
-		r := runPaygw(t, nil, "serve", "--config", path)
-		if r.code == 0 {
-			t.Fatalf("exit code 0, want non-zero; stderr:\n%s", r.stderr)
-		}
-		if d := time.Since(start); d > 10*time.Second {
-			t.Errorf("took %s to give up on MySQL, want under 10s", d)
-		}
+		r := serveFails(t, path, 10*time.Second, "give up on MySQL")
 		// The start-up log line comes first; the reason is the one "paygw:" line, at the end.
 		lines := strings.Split(strings.TrimRight(r.stderr, "\n"), "\n")
 		var reasons []string
@@ -134,6 +120,21 @@ func TestServeRefusesBadConfig(t *testing.T) {
 			t.Errorf("reason %q does not mention mysql", reasons[0])
 		}
 	})
+}
+
+// serveFails runs `paygw serve` with the config at path; it must exit non-zero, having taken no
+// longer than limit to do what.
+func serveFails(t *testing.T, path string, limit time.Duration, what string) result {
+	t.Helper()
+	start := time.Now()
+	r := runPaygw(t, nil, "serve", "--config", path)
+	if r.code == 0 {
+		t.Fatalf("exit code 0, want non-zero; stderr:\n%s", r.stderr)
+	}
+	if d := time.Since(start); d > limit {
+		t.Errorf("took %s to %s, want under %s", d, what, limit)
+	}
+	return r
 }
 
 func TestSecretsNotLogged(t *testing.T) {
