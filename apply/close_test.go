@@ -33,6 +33,14 @@ func (f *fixture) openAttempts(tradeNo string) int {
 	return f.count(`SELECT COUNT(*) FROM payment_attempt WHERE trade_no = ? AND closed_time IS NULL`, tradeNo)
 }
 
+// wantOpen fails the test unless the order has the status and that many attempts still open.
+func (f *fixture) wantOpen(tradeNo, status string, open int) {
+	f.t.Helper()
+	if st, n := f.get(tradeNo).Status, f.openAttempts(tradeNo); st != status || n != open {
+		f.t.Fatalf("order %s with %d open attempts, want %s with %d", st, n, status, open)
+	}
+}
+
 func closeOf(channel, tradeNo, txn, notifyID string) payment.Event {
 	return payment.Event{Channel: channel, NotifyID: notifyID, TradeNo: tradeNo, ChannelTxnID: txn, Kind: payment.KindClosed,
 		Status: "CLOSED", Raw: []byte("close " + notifyID)}
@@ -57,14 +65,10 @@ func TestCloseClosesTheOrderOnlyWithNoOpenAttempt(t *testing.T) {
 		tn := f.order(100)
 		f.attempts(tn, [2]string{"alipay", ""}, [2]string{"wechatpay", ""})
 		f.apply(closeOf("alipay", tn, "A1", "c1"), payment.OutcomeJournalled)
-		if st := f.get(tn).Status; st != payment.OrderWaitPay || f.openAttempts(tn) != 1 {
-			t.Fatalf("order %s with %d open attempts, want WAIT_PAY with the WeChat one open", st, f.openAttempts(tn))
-		}
+		f.wantOpen(tn, payment.OrderWaitPay, 1) // the WeChat attempt
 		f.apply(closeOf("alipay", tn, "A1", "c1"), payment.OutcomeRepeat) // the same notification again
 		f.apply(closeOf("wechatpay", tn, "", "c2"), payment.OutcomeClosed)
-		if st := f.get(tn).Status; st != payment.OrderClosed || f.openAttempts(tn) != 0 {
-			t.Fatalf("order %s with %d open attempts, want CLOSED with none", st, f.openAttempts(tn))
-		}
+		f.wantOpen(tn, payment.OrderClosed, 0)
 		f.apply(paid(tn, "A9", 100), payment.OutcomePaidAfterClose) // a payment after close, as before
 	})
 	t.Run("a payment on the open attempt after a close elsewhere applies", func(t *testing.T) {
@@ -86,9 +90,7 @@ func TestCloseClosesTheOrderOnlyWithNoOpenAttempt(t *testing.T) {
 		tn := f.order(100)
 		f.attempts(tn, [2]string{"unionpay", "20240501120000"})
 		f.apply(closeOf("alipay", tn, "A1", "c1"), payment.OutcomeJournalled)
-		if st := f.get(tn).Status; st != payment.OrderWaitPay || f.openAttempts(tn) != 1 {
-			t.Fatalf("order %s with %d open attempts, want WAIT_PAY with the UnionPay one open", st, f.openAttempts(tn))
-		}
+		f.wantOpen(tn, payment.OrderWaitPay, 1) // the UnionPay attempt
 		if n := f.count(`SELECT COUNT(*) FROM payment_attempt WHERE trade_no = ? AND channel = 'alipay' AND implicit = 1 AND closed_time IS NOT NULL`, tn); n != 1 {
 			t.Fatalf("the close is not recorded as a closed Alipay attempt (%d)", n)
 		}
