@@ -86,6 +86,15 @@ func (h *harness) deliver(channel string, m simulate.Message) response {
 	return response{code: r.Status, body: r.Body}
 }
 
+// paidOrder seeds an order of amountFen and delivers the channel's notification paying it in
+// full, which must be answered success; it returns the order's trade_no.
+func (h *harness) paidOrder(t *testing.T, channel string, amountFen int64) string {
+	t.Helper()
+	tn := h.seedOrder(amountFen)
+	wantChannelReply(t, channel, h.send(channel, simulate.Payment{TradeNo: tn, AmountFen: amountFen}), payment.ReplySuccess)
+	return tn
+}
+
 // wantChannelReply checks r is the channel's own rendering of the reply kind.
 func wantChannelReply(t *testing.T, channel string, r response, kind payment.Reply) {
 	t.Helper()
@@ -148,8 +157,7 @@ func TestOutcomeTableEveryChannel(t *testing.T) {
 				}
 			})
 			t.Run("second transaction: DUPLICATE_PAYMENT once", func(t *testing.T) {
-				tn := h.seedOrder(1999)
-				wantChannelReply(t, ch, h.send(ch, simulate.Payment{TradeNo: tn, AmountFen: 1999}), payment.ReplySuccess)
+				tn := h.paidOrder(t, ch, 1999)
 				other := simulate.Payment{TradeNo: tn, AmountFen: 1999, TxnID: otherTxn(ch, tn)}
 				for range 2 {
 					wantChannelReply(t, ch, h.send(ch, other), payment.ReplySuccess)
@@ -166,8 +174,7 @@ func TestOutcomeTableEveryChannel(t *testing.T) {
 				}
 			})
 			t.Run("refunds: each REFUNDED once, the order still PAID", func(t *testing.T) {
-				tn := h.seedOrder(1999)
-				wantChannelReply(t, ch, h.send(ch, simulate.Payment{TradeNo: tn, AmountFen: 1999}), payment.ReplySuccess)
+				tn := h.paidOrder(t, ch, 1999)
 				first := simulate.Payment{TradeNo: tn, AmountFen: 1999, Status: simulate.StatusRefund, RefundFen: 500}
 				m, err := sandbox.signers[ch].Sign(first)
 				if err != nil {
@@ -269,8 +276,7 @@ func TestDuplicateStormEveryChannel(t *testing.T) {
 
 func TestCrossChannelDuplicatePayment(t *testing.T) {
 	h := newHarness(t, options{})
-	tn := h.seedOrder(1999)
-	wantChannelReply(t, "alipay", h.send("alipay", simulate.Payment{TradeNo: tn, AmountFen: 1999}), payment.ReplySuccess)
+	tn := h.paidOrder(t, "alipay", 1999)
 	// WeChat sends twice at once; both are answered success, one anomaly.
 	for _, r := range together(2, func() response { return h.send("wechatpay", simulate.Payment{TradeNo: tn, AmountFen: 1999}) }) {
 		wantChannelReply(t, "wechatpay", r, payment.ReplySuccess)

@@ -80,8 +80,7 @@ func TestWhyIsThisOrderNotPaid(t *testing.T) {
 		}
 	})
 	t.Run("paid", func(t *testing.T) {
-		tn := h.seedOrder(1999)
-		wantChannelReply(t, "wechatpay", h.send("wechatpay", simulate.Payment{TradeNo: tn, AmountFen: 1999}), payment.ReplySuccess)
+		tn := h.paidOrder(t, "wechatpay", 1999)
 		e := h.explanation(tn)
 		if !strings.HasPrefix(e.Summary, "Paid through wechatpay") || !hasFact(e, "notify", "19.99 CNY: APPLIED") || !hasFact(e, "order", "19.99 CNY") {
 			t.Fatalf("explanation %+v", e)

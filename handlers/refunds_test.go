@@ -53,8 +53,7 @@ func TestRefundOfADuplicatePaymentEveryChannel(t *testing.T) {
 	h := newHarness(t, options{})
 	for _, ch := range channelNames {
 		t.Run(ch, func(t *testing.T) {
-			tn := h.seedOrder(1999)
-			wantChannelReply(t, ch, h.send(ch, simulate.Payment{TradeNo: tn, AmountFen: 1999}), payment.ReplySuccess)
+			tn := h.paidOrder(t, ch, 1999)
 			dup := otherTxn(ch, tn)
 			wantChannelReply(t, ch, h.send(ch, simulate.Payment{TradeNo: tn, AmountFen: 1999, TxnID: dup}), payment.ReplySuccess)
 			refund := simulate.Payment{TradeNo: tn, AmountFen: 1999, TxnID: dup, Status: simulate.StatusRefund, RefundFen: 1999}
@@ -126,8 +125,7 @@ func TestRefundExceedingThePaymentEveryChannel(t *testing.T) {
 	h := newHarness(t, options{})
 	for _, ch := range channelNames {
 		t.Run(ch, func(t *testing.T) {
-			tn := h.seedOrder(1999)
-			wantChannelReply(t, ch, h.send(ch, simulate.Payment{TradeNo: tn, AmountFen: 1999}), payment.ReplySuccess)
+			tn := h.paidOrder(t, ch, 1999)
 			first := simulate.Payment{TradeNo: tn, AmountFen: 1999, Status: simulate.StatusRefund, RefundFen: 1500}
 			wantChannelReply(t, ch, h.send(ch, first), payment.ReplySuccess)
 			// 1000 more would make 2500 of 1999 paid; channels stating totals say 2500.
