@@ -33,23 +33,10 @@ import (
 // notification of the same trade reads.
 func TestAlipayQuery(t *testing.T) {
 	s := testQuerySandbox(t)
-	q := s.Queriers["alipay"]
-	ask := func(t *testing.T, tradeNo string) channels.TradeAnswer {
-		t.Helper()
-		before := s.Fake.Asked("alipay", tradeNo)
-		a, err := q.QueryTrade(context.Background(), channels.TradeQuery{TradeNo: tradeNo})
-		if err != nil {
-			t.Fatalf("QueryTrade: %v", err)
-		}
-		if n := s.Fake.Asked("alipay", tradeNo); n != before+1 {
-			t.Errorf("the fake was asked %d times, want once", n-before)
-		}
-		return a
-	}
 
 	t.Run("paid", func(t *testing.T) {
 		tr := s.Add(t, simulate.FakeTrade{Channel: "alipay", TradeNo: channeltest.NewTradeNo("AP"), AmountFen: 8888, Status: simulate.FakePaid})
-		a := ask(t, tr.TradeNo)
+		a := s.Ask(t, "alipay", tr.TradeNo)
 		if a.State != channels.TradePaid || a.Status != "TRADE_SUCCESS" || len(a.Events) != 1 {
 			t.Fatalf("answer %s %s with %d events, want PAID TRADE_SUCCESS with 1", a.State, a.Status, len(a.Events))
 		}
@@ -61,7 +48,7 @@ func TestAlipayQuery(t *testing.T) {
 	})
 	t.Run("refunded in full", func(t *testing.T) {
 		tr := s.Add(t, simulate.FakeTrade{Channel: "alipay", TradeNo: channeltest.NewTradeNo("AR"), AmountFen: 1250, Status: simulate.FakeRefunded})
-		a := ask(t, tr.TradeNo)
+		a := s.Ask(t, "alipay", tr.TradeNo)
 		if a.State != channels.TradeRefunded || a.Status != "TRADE_CLOSED" || len(a.Events) != 2 {
 			t.Fatalf("answer %s %s with %d events, want PAID_REFUNDED TRADE_CLOSED with 2", a.State, a.Status, len(a.Events))
 		}
@@ -78,7 +65,7 @@ func TestAlipayQuery(t *testing.T) {
 	t.Run("partly refunded", func(t *testing.T) {
 		// Alipay keeps a partly refunded trade TRADE_SUCCESS: the query sees the payment only.
 		tr := s.Add(t, simulate.FakeTrade{Channel: "alipay", TradeNo: channeltest.NewTradeNo("AQ"), AmountFen: 1000, RefundFen: 300, Status: simulate.FakeRefunded})
-		a := ask(t, tr.TradeNo)
+		a := s.Ask(t, "alipay", tr.TradeNo)
 		if a.State != channels.TradePaid || len(a.Events) != 1 {
 			t.Fatalf("answer %s with %d events, want PAID with 1", a.State, len(a.Events))
 		}
@@ -86,7 +73,7 @@ func TestAlipayQuery(t *testing.T) {
 	})
 	t.Run("closed", func(t *testing.T) {
 		tr := s.Add(t, simulate.FakeTrade{Channel: "alipay", TradeNo: channeltest.NewTradeNo("AC"), AmountFen: 500, Status: simulate.FakeClosed})
-		a := ask(t, tr.TradeNo)
+		a := s.Ask(t, "alipay", tr.TradeNo)
 		if a.State != channels.TradeClosed || a.Status != "TRADE_CLOSED" || len(a.Events) != 1 {
 			t.Fatalf("answer %s %s with %d events, want CLOSED with 1", a.State, a.Status, len(a.Events))
 		}
@@ -98,26 +85,13 @@ func TestAlipayQuery(t *testing.T) {
 	})
 	t.Run("pending", func(t *testing.T) {
 		tr := s.Add(t, simulate.FakeTrade{Channel: "alipay", TradeNo: channeltest.NewTradeNo("AW"), AmountFen: 500, Status: simulate.FakePending})
-		if a := ask(t, tr.TradeNo); a.State != channels.TradeNotPaid || a.Status != "WAIT_BUYER_PAY" || len(a.Events) != 0 {
-			t.Errorf("answer %+v, want NOT_PAID WAIT_BUYER_PAY without events", a)
-		}
+		s.WantNotPaid(t, "alipay", tr.TradeNo, "WAIT_BUYER_PAY")
 	})
 	t.Run("not found", func(t *testing.T) {
-		if a := ask(t, channeltest.NewTradeNo("AN")); a.State != channels.TradeNotPaid || a.Status != "ACQ.TRADE_NOT_EXIST" || len(a.Events) != 0 {
-			t.Errorf("answer %+v, want NOT_PAID ACQ.TRADE_NOT_EXIST without events", a)
-		}
+		s.WantNotPaid(t, "alipay", channeltest.NewTradeNo("AN"), "ACQ.TRADE_NOT_EXIST")
 	})
 	t.Run("bad signature", func(t *testing.T) {
-		tr := s.Add(t, simulate.FakeTrade{Channel: "alipay", TradeNo: channeltest.NewTradeNo("AB"), AmountFen: 100, Status: simulate.FakePaid})
-		s.Fake.Break("alipay", true)
-		defer s.Fake.Break("alipay", false)
-		a, err := q.QueryTrade(context.Background(), channels.TradeQuery{TradeNo: tr.TradeNo})
-		channeltest.WantErr(t, err, channels.ErrBadSignature, "a wrongly signed answer")
-		if a.State != "" || a.Events != nil {
-			t.Errorf("an answer came with the error: %+v", a)
-		}
-		_, err = q.QueryTrade(context.Background(), channels.TradeQuery{TradeNo: channeltest.NewTradeNo("AB")})
-		channeltest.WantErr(t, err, channels.ErrBadSignature, "a wrongly signed not-found")
+		s.WantBadSignature(t, "alipay", "AB", "not-found")
 	})
 	t.Run("request signed with another app key", func(t *testing.T) {
 		// The fake refuses the request (isv.invalid-signature, signed): Alipay could not be asked.
@@ -127,15 +101,7 @@ func TestAlipayQuery(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tradeNo := channeltest.NewTradeNo("AK")
-		_, err = other.QueryTrade(context.Background(), channels.TradeQuery{TradeNo: tradeNo})
-		channeltest.WantErr(t, err, channels.ErrQueryFailed, "a request the gateway refused")
-		if !strings.Contains(fmt.Sprint(err), "isv.invalid-signature") {
-			t.Errorf("error %v does not say why", err)
-		}
-		if n := s.Fake.Asked("alipay", tradeNo); n != 0 {
-			t.Errorf("the fake looked the trade up %d times for an unsigned request", n)
-		}
+		s.WantRefused(t, other, "alipay", channeltest.NewTradeNo("AK"), "isv.invalid-signature")
 	})
 }
 

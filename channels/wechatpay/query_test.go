@@ -26,23 +26,10 @@ import (
 // read back as the notification of the same trade reads.
 func TestWeChatPayQuery(t *testing.T) {
 	s := testQuerySandbox(t)
-	q := s.Queriers["wechatpay"]
-	ask := func(t *testing.T, tradeNo string) channels.TradeAnswer {
-		t.Helper()
-		before := s.Fake.Asked("wechatpay", tradeNo)
-		a, err := q.QueryTrade(context.Background(), channels.TradeQuery{TradeNo: tradeNo})
-		if err != nil {
-			t.Fatalf("QueryTrade: %v", err)
-		}
-		if n := s.Fake.Asked("wechatpay", tradeNo); n != before+1 {
-			t.Errorf("the fake was asked %d times, want once", n-before)
-		}
-		return a
-	}
 
 	t.Run("paid", func(t *testing.T) {
 		tr := s.Add(t, simulate.FakeTrade{Channel: "wechatpay", TradeNo: channeltest.NewTradeNo("WP"), AmountFen: 8888, Status: simulate.FakePaid})
-		a := ask(t, tr.TradeNo)
+		a := s.Ask(t, "wechatpay", tr.TradeNo)
 		if a.State != channels.TradePaid || a.Status != "SUCCESS" || len(a.Events) != 1 {
 			t.Fatalf("answer %s %s with %d events, want PAID SUCCESS with 1", a.State, a.Status, len(a.Events))
 		}
@@ -54,7 +41,7 @@ func TestWeChatPayQuery(t *testing.T) {
 	})
 	t.Run("paid in USD", func(t *testing.T) {
 		tr := s.Add(t, simulate.FakeTrade{Channel: "wechatpay", TradeNo: channeltest.NewTradeNo("WU"), AmountFen: 999, Currency: "USD", Status: simulate.FakePaid})
-		a := ask(t, tr.TradeNo)
+		a := s.Ask(t, "wechatpay", tr.TradeNo)
 		if a.State != channels.TradePaid || len(a.Events) != 1 {
 			t.Fatalf("answer %s with %d events", a.State, len(a.Events))
 		}
@@ -62,7 +49,7 @@ func TestWeChatPayQuery(t *testing.T) {
 	})
 	t.Run("refunded", func(t *testing.T) {
 		tr := s.Add(t, simulate.FakeTrade{Channel: "wechatpay", TradeNo: channeltest.NewTradeNo("WR"), AmountFen: 1250, RefundFen: 250, Status: simulate.FakeRefunded})
-		a := ask(t, tr.TradeNo)
+		a := s.Ask(t, "wechatpay", tr.TradeNo)
 		// The order query does not state the refund: the payment alone.
 		if a.State != channels.TradeRefunded || a.Status != "REFUND" || len(a.Events) != 1 {
 			t.Fatalf("answer %s %s with %d events, want PAID_REFUNDED REFUND with 1", a.State, a.Status, len(a.Events))
@@ -74,7 +61,7 @@ func TestWeChatPayQuery(t *testing.T) {
 	})
 	t.Run("closed", func(t *testing.T) {
 		tr := s.Add(t, simulate.FakeTrade{Channel: "wechatpay", TradeNo: channeltest.NewTradeNo("WC"), AmountFen: 500, Status: simulate.FakeClosed})
-		a := ask(t, tr.TradeNo)
+		a := s.Ask(t, "wechatpay", tr.TradeNo)
 		if a.State != channels.TradeClosed || a.Status != "CLOSED" || len(a.Events) != 1 {
 			t.Fatalf("answer %s %s with %d events, want CLOSED with 1", a.State, a.Status, len(a.Events))
 		}
@@ -86,26 +73,13 @@ func TestWeChatPayQuery(t *testing.T) {
 	})
 	t.Run("pending", func(t *testing.T) {
 		tr := s.Add(t, simulate.FakeTrade{Channel: "wechatpay", TradeNo: channeltest.NewTradeNo("WW"), AmountFen: 500, Status: simulate.FakePending})
-		if a := ask(t, tr.TradeNo); a.State != channels.TradeNotPaid || a.Status != "NOTPAY" || len(a.Events) != 0 {
-			t.Errorf("answer %+v, want NOT_PAID NOTPAY without events", a)
-		}
+		s.WantNotPaid(t, "wechatpay", tr.TradeNo, "NOTPAY")
 	})
 	t.Run("not found", func(t *testing.T) {
-		if a := ask(t, channeltest.NewTradeNo("WN")); a.State != channels.TradeNotPaid || a.Status != "ORDER_NOT_EXIST" || len(a.Events) != 0 {
-			t.Errorf("answer %+v, want NOT_PAID ORDER_NOT_EXIST without events", a)
-		}
+		s.WantNotPaid(t, "wechatpay", channeltest.NewTradeNo("WN"), "ORDER_NOT_EXIST")
 	})
 	t.Run("bad signature", func(t *testing.T) {
-		tr := s.Add(t, simulate.FakeTrade{Channel: "wechatpay", TradeNo: channeltest.NewTradeNo("WB"), AmountFen: 100, Status: simulate.FakePaid})
-		s.Fake.Break("wechatpay", true)
-		defer s.Fake.Break("wechatpay", false)
-		a, err := q.QueryTrade(context.Background(), channels.TradeQuery{TradeNo: tr.TradeNo})
-		channeltest.WantErr(t, err, channels.ErrBadSignature, "a wrongly signed answer")
-		if a.State != "" || a.Events != nil {
-			t.Errorf("an answer came with the error: %+v", a)
-		}
-		_, err = q.QueryTrade(context.Background(), channels.TradeQuery{TradeNo: channeltest.NewTradeNo("WB")})
-		channeltest.WantErr(t, err, channels.ErrBadSignature, "a wrongly signed 404")
+		s.WantBadSignature(t, "wechatpay", "WB", "404")
 	})
 	t.Run("request signed with another merchant key", func(t *testing.T) {
 		c := s.Cfg.Channels.WeChatPay
@@ -114,15 +88,7 @@ func TestWeChatPayQuery(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tradeNo := channeltest.NewTradeNo("WK")
-		_, err = other.QueryTrade(context.Background(), channels.TradeQuery{TradeNo: tradeNo})
-		channeltest.WantErr(t, err, channels.ErrQueryFailed, "a request WeChat refused")
-		if !strings.Contains(fmt.Sprint(err), "401") {
-			t.Errorf("error %v does not say 401", err)
-		}
-		if n := s.Fake.Asked("wechatpay", tradeNo); n != 0 {
-			t.Errorf("the fake looked the trade up %d times for a badly signed request", n)
-		}
+		s.WantRefused(t, other, "wechatpay", channeltest.NewTradeNo("WK"), "401")
 	})
 }
 
