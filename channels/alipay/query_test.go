@@ -83,26 +83,15 @@ func TestAlipayQuery(t *testing.T) {
 			t.Errorf("close event %s", channeltest.Brief(ev))
 		}
 	})
-	t.Run("pending", func(t *testing.T) {
-		tr := s.Add(t, simulate.FakeTrade{Channel: "alipay", TradeNo: channeltest.NewTradeNo("AW"), AmountFen: 500, Status: simulate.FakePending})
-		s.WantNotPaid(t, "alipay", tr.TradeNo, "WAIT_BUYER_PAY")
-	})
-	t.Run("not found", func(t *testing.T) {
-		s.WantNotPaid(t, "alipay", channeltest.NewTradeNo("AN"), "ACQ.TRADE_NOT_EXIST")
-	})
-	t.Run("bad signature", func(t *testing.T) {
-		s.WantBadSignature(t, "alipay", "AB", "not-found")
-	})
-	t.Run("request signed with another app key", func(t *testing.T) {
-		// The fake refuses the request (isv.invalid-signature, signed): Alipay could not be asked.
-		c := s.Cfg.Channels.Alipay
-		c.AppPrivateKeyFile = channeltest.WriteKeyFile(t, channeltest.NewRSAKey(t))
-		other, err := NewQuerier(c, s.Channels["alipay"].(*Channel), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.WantRefused(t, other, "alipay", channeltest.NewTradeNo("AK"), "isv.invalid-signature")
-	})
+	// The fake refuses the request (isv.invalid-signature, signed): Alipay could not be asked.
+	c := s.Cfg.Channels.Alipay
+	c.AppPrivateKeyFile = channeltest.WriteKeyFile(t, channeltest.NewRSAKey(t))
+	other, err := NewQuerier(c, s.Channels["alipay"].(*Channel), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.RunSignedQuery(t, channeltest.SignedQuery{Channel: "alipay", Prefix: "A", Pending: "WAIT_BUYER_PAY", NotFound: "ACQ.TRADE_NOT_EXIST",
+		Missing: "not-found", Other: other, Refused: "isv.invalid-signature"})
 }
 
 func pemPKCS1(key *rsa.PrivateKey) []byte {

@@ -71,25 +71,14 @@ func TestWeChatPayQuery(t *testing.T) {
 			t.Errorf("close event %s", channeltest.Brief(ev))
 		}
 	})
-	t.Run("pending", func(t *testing.T) {
-		tr := s.Add(t, simulate.FakeTrade{Channel: "wechatpay", TradeNo: channeltest.NewTradeNo("WW"), AmountFen: 500, Status: simulate.FakePending})
-		s.WantNotPaid(t, "wechatpay", tr.TradeNo, "NOTPAY")
-	})
-	t.Run("not found", func(t *testing.T) {
-		s.WantNotPaid(t, "wechatpay", channeltest.NewTradeNo("WN"), "ORDER_NOT_EXIST")
-	})
-	t.Run("bad signature", func(t *testing.T) {
-		s.WantBadSignature(t, "wechatpay", "WB", "404")
-	})
-	t.Run("request signed with another merchant key", func(t *testing.T) {
-		c := s.Cfg.Channels.WeChatPay
-		c.MerchantPrivateKeyFile = channeltest.WriteKeyFile(t, channeltest.NewRSAKey(t))
-		other, err := NewQuerier(c, s.Channels["wechatpay"].(*Channel), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.WantRefused(t, other, "wechatpay", channeltest.NewTradeNo("WK"), "401")
-	})
+	c := s.Cfg.Channels.WeChatPay
+	c.MerchantPrivateKeyFile = channeltest.WriteKeyFile(t, channeltest.NewRSAKey(t))
+	other, err := NewQuerier(c, s.Channels["wechatpay"].(*Channel), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.RunSignedQuery(t, channeltest.SignedQuery{Channel: "wechatpay", Prefix: "W", Pending: "NOTPAY", NotFound: "ORDER_NOT_EXIST",
+		Missing: "404", Other: other, Refused: "401"})
 }
 
 // wechatRequest is what a test server saw of the querier's request.

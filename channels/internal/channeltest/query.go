@@ -66,3 +66,35 @@ func (s *Sandbox) WantRefused(t *testing.T, other channels.Querier, channel, tra
 		t.Errorf("the fake looked the trade up %d times for a badly signed request", n)
 	}
 }
+
+// SignedQuery is what a channel that signs its query answers says where every such channel
+// behaves alike; RunSignedQuery asks it.
+type SignedQuery struct {
+	Channel  string // as the fake and Queriers name it
+	Prefix   string // one letter starting the trade numbers these subtests make
+	Pending  string // the channel's status of a trade not paid yet
+	NotFound string // the channel's status of a trade it does not know
+	Missing  string // its answer for a trade it does not know, in messages ("404")
+
+	Other   channels.Querier // a querier signing with a key the fake does not know
+	Refused string           // what Other's error must say
+}
+
+// RunSignedQuery runs the subtests of q's channel that read alike across signed channels: a
+// pending and an unknown trade (NOT_PAID with the channel's status, WantNotPaid), answers signed
+// with the wrong key (WantBadSignature), and a request signed with the wrong key (WantRefused).
+func (s *Sandbox) RunSignedQuery(t *testing.T, q SignedQuery) {
+	t.Run("pending", func(t *testing.T) {
+		tr := s.Add(t, simulate.FakeTrade{Channel: q.Channel, TradeNo: NewTradeNo(q.Prefix + "W"), AmountFen: 500, Status: simulate.FakePending})
+		s.WantNotPaid(t, q.Channel, tr.TradeNo, q.Pending)
+	})
+	t.Run("not found", func(t *testing.T) {
+		s.WantNotPaid(t, q.Channel, NewTradeNo(q.Prefix+"N"), q.NotFound)
+	})
+	t.Run("bad signature", func(t *testing.T) {
+		s.WantBadSignature(t, q.Channel, q.Prefix+"B", q.Missing)
+	})
+	t.Run("request signed with another key", func(t *testing.T) {
+		s.WantRefused(t, q.Other, q.Channel, NewTradeNo(q.Prefix+"K"), q.Refused)
+	})
+}
