@@ -98,3 +98,14 @@ func (s *Sandbox) RunSignedQuery(t *testing.T, q SignedQuery) {
 		s.WantRefused(t, q.Other, q.Channel, NewTradeNo(q.Prefix+"K"), q.Refused)
 	})
 }
+
+// WantCanceled asks q about tq with a cancelled context: the query must fail with
+// channels.ErrQueryFailed wrapping context.Canceled.
+func WantCanceled(t *testing.T, q channels.Querier, tq channels.TradeQuery) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := q.QueryTrade(ctx, tq)
+	WantErr(t, err, channels.ErrQueryFailed, "a cancelled context")
+	WantErr(t, err, context.Canceled, "a cancelled context")
+}
