@@ -32,16 +32,7 @@ func newStripeQueryEnv(t *testing.T) *stripeQueryEnv {
 	t.Helper()
 	dir := t.TempDir()
 	now := time.Now().UTC().Truncate(time.Second)
-	man, err := simulate.WriteKeys(dir, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fake, err := simulate.NewFake(dir, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(fake.Handler())
-	t.Cleanup(srv.Close)
+	man, fake, srv := channeltest.ServeFake(t, dir, now)
 	cfg, err := config.Load(man.ConfigPath, []string{"PAYGW_CHANNELS__STRIPE__API_BASE_URL=" + srv.URL})
 	if err != nil {
 		t.Fatal(err)
@@ -68,15 +59,7 @@ func (e *stripeQueryEnv) querier(t *testing.T) channels.Querier {
 
 func (e *stripeQueryEnv) add(t *testing.T, tr simulate.FakeTrade) simulate.FakeTrade {
 	t.Helper()
-	tr.Channel = "stripe"
-	if tr.PaidAt.IsZero() {
-		tr.PaidAt = e.now
-	}
-	tr, err := e.fake.Add(context.Background(), tr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tr
+	return channeltest.AddTrade(t, e.fake, "stripe", tr, e.now)
 }
 
 // notified is what the verifier makes of the trade's own notification: the event a query's answer

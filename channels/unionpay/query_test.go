@@ -49,16 +49,7 @@ func newUnionPayQueryEnv(t *testing.T) *unionPayQueryEnv {
 	t.Helper()
 	dir := t.TempDir()
 	now := time.Now().UTC().Truncate(time.Second)
-	man, err := simulate.WriteKeys(dir, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fake, err := simulate.NewFake(dir, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(fake.Handler())
-	t.Cleanup(srv.Close)
+	man, fake, srv := channeltest.ServeFake(t, dir, now)
 	cfg, err := config.Load(man.ConfigPath, []string{"PAYGW_CHANNELS__UNIONPAY__QUERY_URL=" + srv.URL + "/gateway/api/queryTrans.do"})
 	if err != nil {
 		t.Fatal(err)
@@ -86,15 +77,7 @@ func (e *unionPayQueryEnv) querier(t *testing.T, c config.UnionPay) channels.Que
 
 func (e *unionPayQueryEnv) add(t *testing.T, tr simulate.FakeTrade) simulate.FakeTrade {
 	t.Helper()
-	tr.Channel = "unionpay"
-	if tr.PaidAt.IsZero() {
-		tr.PaidAt = e.now
-	}
-	tr, err := e.fake.Add(context.Background(), tr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tr
+	return channeltest.AddTrade(t, e.fake, "unionpay", tr, e.now)
 }
 
 // notified is what the verifier makes of the trade's own payment notification.

@@ -3,8 +3,10 @@ package channeltest
 import (
 	"context"
 	"fmt"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/paygw/paygw/channels"
 	"github.com/paygw/paygw/simulate"
@@ -108,4 +110,36 @@ func WantCanceled(t *testing.T, q channels.Querier, tq channels.TradeQuery) {
 	_, err := q.QueryTrade(ctx, tq)
 	WantErr(t, err, channels.ErrQueryFailed, "a cancelled context")
 	WantErr(t, err, context.Canceled, "a cancelled context")
+}
+
+// ServeFake writes a new set of sandbox keys, valid from now, into dir and serves the fake
+// channel holding them until the test ends; for tests that need keys of their own rather than
+// the Shared sandbox.
+func ServeFake(t *testing.T, dir string, now time.Time) (simulate.Manifest, *simulate.Fake, *httptest.Server) {
+	t.Helper()
+	man, err := simulate.WriteKeys(dir, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake, err := simulate.NewFake(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(fake.Handler())
+	t.Cleanup(srv.Close)
+	return man, fake, srv
+}
+
+// AddTrade records tr at fake for channel, paid at paidAt unless tr says when.
+func AddTrade(t *testing.T, fake *simulate.Fake, channel string, tr simulate.FakeTrade, paidAt time.Time) simulate.FakeTrade {
+	t.Helper()
+	tr.Channel = channel
+	if tr.PaidAt.IsZero() {
+		tr.PaidAt = paidAt
+	}
+	tr, err := fake.Add(context.Background(), tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
 }
