@@ -36,16 +36,8 @@ type unionPayVector struct{ hex, body string }
 func readUnionPayVectors(tb testing.TB) map[string]unionPayVector {
 	tb.Helper()
 	vectors := make(map[string]unionPayVector)
-	for line := range strings.Lines(channeltest.ReadTestFile(tb, "unionpay_vectors.txt")) {
-		line = strings.TrimSuffix(line, "\n")
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		fields := strings.Split(line, "\t")
-		if len(fields) != 3 {
-			tb.Fatalf("unionpay_vectors.txt: want 3 tab-separated fields, got %d", len(fields))
-		}
-		vectors[fields[0]] = unionPayVector{hex: fields[1], body: fields[2]}
+	for _, f := range channeltest.ReadVectors(tb, "unionpay_vectors.txt", 3) {
+		vectors[f[0]] = unionPayVector{hex: f[1], body: f[2]}
 	}
 	return vectors
 }

@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -266,6 +267,25 @@ func ReadTestFile(tb testing.TB, name string) string {
 		tb.Fatal(err)
 	}
 	return string(data)
+}
+
+// ReadVectors is the lines of testdata/name that are neither blank nor # comments, each split
+// at tabs into fields; a line of another number of fields fails tb.
+func ReadVectors(tb testing.TB, name string, fields int) [][]string {
+	tb.Helper()
+	var vectors [][]string
+	for line := range strings.Lines(ReadTestFile(tb, name)) {
+		line = strings.TrimSuffix(line, "\n")
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Split(line, "\t")
+		if len(f) != fields {
+			tb.Fatalf("%s: want %d tab-separated fields, got %d", name, fields, len(f))
+		}
+		vectors = append(vectors, f)
+	}
+	return vectors
 }
 
 // ReadPrivateKey reads the PKCS#8 RSA key testdata/name.
