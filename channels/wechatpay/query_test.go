@@ -141,14 +141,7 @@ func wechatOrder(tradeNo string, edits map[string]any) string {
 		"trade_type":       "NATIVE",
 		"transaction_id":   "4200001234202605011234567890",
 	}
-	for k, v := range edits {
-		if v == nil {
-			delete(o, k)
-		} else {
-			o[k] = v
-		}
-	}
-	b, _ := json.Marshal(o) // plain values: cannot fail
+	b, _ := json.Marshal(withEdits(o, edits)) // plain values: cannot fail
 	return string(b)
 }
 
