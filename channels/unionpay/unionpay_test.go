@@ -82,6 +82,18 @@ func (p unionPayPKI) config() Config {
 	return Config{MerID: testUnionPayMerID, Roots: []*x509.Certificate{p.root}, Intermediates: []*x509.Certificate{p.mid}}
 }
 
+// verify is what a verifier of c makes of body at at: a zero c is p.config(), a zero at is p.now.
+func (p unionPayPKI) verify(tb testing.TB, c Config, body []byte, at time.Time) (payment.Event, error) {
+	tb.Helper()
+	if c.MerID == "" {
+		c = p.config()
+	}
+	if at.IsZero() {
+		at = p.now
+	}
+	return testUnionPay(tb, c).Verify(body, http.Header{}, at)
+}
+
 func testUnionPay(tb testing.TB, c Config) *Channel {
 	tb.Helper()
 	u, err := New(c)
@@ -323,15 +335,7 @@ func TestUnionPayVerify(t *testing.T) {
 
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			c := tc.config
-			if c.MerID == "" {
-				c = pki.config()
-			}
-			at := tc.now
-			if at.IsZero() {
-				at = now
-			}
-			ev, err := testUnionPay(t, c).Verify([]byte(tc.body), http.Header{}, at)
+			ev, err := pki.verify(t, tc.config, []byte(tc.body), tc.now)
 			if tc.err != nil {
 				if !errors.Is(err, tc.err) {
 					t.Fatalf("err = %v, want %v", err, tc.err)
