@@ -268,6 +268,24 @@ func TestStripeQuerierAnswers(t *testing.T) {
 	const search, retrieve = "/v1/payment_intents/search", "/v1/payment_intents/pi_A"
 	ctx := context.Background()
 
+	// afterCancel asks about T1 by pi_A, which Stripe retrieves canceled, while its search also
+	// finds pi_B in status other with amount_received received.
+	afterCancel := func(t *testing.T, other string, received int64) channels.TradeAnswer {
+		t.Helper()
+		q := stripeCannedServer(t, map[string]answer{
+			retrieve: {200, stripeIntentJSON("pi_A", "T1", "canceled", 0, 100, "")},
+			search: {200, stripeSearchJSON(
+				stripeIntentJSON("pi_B", "T1", other, received, 200, ""),
+				stripeIntentJSON("pi_A", "T1", "canceled", 0, 100, ""),
+			)},
+		})
+		got, err := q.QueryTrade(ctx, channels.TradeQuery{TradeNo: "T1", ChannelRef: "pi_A"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+
 	t.Run("two succeeded intents: both payments, oldest first", func(t *testing.T) {
 		q := stripeCannedServer(t, map[string]answer{search: {200, stripeSearchJSON(
 			stripeIntentJSON("pi_B", "T1", "succeeded", 1000, 200, ""),
@@ -286,17 +304,7 @@ func TestStripeQuerierAnswers(t *testing.T) {
 		}
 	})
 	t.Run("retrieved canceled, search finds a payment", func(t *testing.T) {
-		q := stripeCannedServer(t, map[string]answer{
-			retrieve: {200, stripeIntentJSON("pi_A", "T1", "canceled", 0, 100, "")},
-			search: {200, stripeSearchJSON(
-				stripeIntentJSON("pi_B", "T1", "succeeded", 1000, 200, ""),
-				stripeIntentJSON("pi_A", "T1", "canceled", 0, 100, ""),
-			)},
-		})
-		got, err := q.QueryTrade(ctx, channels.TradeQuery{TradeNo: "T1", ChannelRef: "pi_A"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		got := afterCancel(t, "succeeded", 1000)
 		if got.State != channels.TradePaid || len(got.Events) != 1 || got.Events[0].ChannelTxnID != "pi_B" {
 			t.Fatalf("%+v, want the payment of pi_B", got)
 		}
@@ -324,33 +332,15 @@ func TestStripeQuerierAnswers(t *testing.T) {
 		}
 	})
 	t.Run("retrieved canceled, search finds another canceled: the retrieved one closes", func(t *testing.T) {
-		q := stripeCannedServer(t, map[string]answer{
-			retrieve: {200, stripeIntentJSON("pi_A", "T1", "canceled", 0, 100, "")},
-			search: {200, stripeSearchJSON(
-				stripeIntentJSON("pi_B", "T1", "canceled", 0, 200, ""),
-				stripeIntentJSON("pi_A", "T1", "canceled", 0, 100, ""),
-			)},
-		})
-		got, err := q.QueryTrade(ctx, channels.TradeQuery{TradeNo: "T1", ChannelRef: "pi_A"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		got := afterCancel(t, "canceled", 0)
 		if got.State != channels.TradeClosed || len(got.Events) != 1 || got.Events[0].Kind != payment.KindClosed ||
 			got.Events[0].ChannelTxnID != "pi_A" || got.Events[0].NotifyID != "query:close:pi_A" {
 			t.Fatalf("%+v, want one close of pi_A", got)
 		}
 	})
 	t.Run("retrieved canceled, search finds one open: not closed", func(t *testing.T) {
-		q := stripeCannedServer(t, map[string]answer{
-			retrieve: {200, stripeIntentJSON("pi_A", "T1", "canceled", 0, 100, "")},
-			search: {200, stripeSearchJSON(
-				stripeIntentJSON("pi_B", "T1", "processing", 0, 200, ""),
-				stripeIntentJSON("pi_A", "T1", "canceled", 0, 100, ""),
-			)},
-		})
-		got, err := q.QueryTrade(ctx, channels.TradeQuery{TradeNo: "T1", ChannelRef: "pi_A"})
-		if err != nil || got.State != channels.TradeNotPaid || len(got.Events) != 0 {
-			t.Fatalf("%+v, %v; want not paid, no events", got, err)
+		if got := afterCancel(t, "processing", 0); got.State != channels.TradeNotPaid || len(got.Events) != 0 {
+			t.Fatalf("%+v; want not paid, no events", got)
 		}
 	})
 	t.Run("full refund on the latest charge", func(t *testing.T) {
