@@ -35,11 +35,8 @@ func TestAlipayQuery(t *testing.T) {
 	s := testQuerySandbox(t)
 
 	t.Run("paid", func(t *testing.T) {
-		tr := s.Add(t, simulate.FakeTrade{Channel: "alipay", TradeNo: channeltest.NewTradeNo("AP"), AmountFen: 8888, Status: simulate.FakePaid})
-		a := s.Ask(t, "alipay", tr.TradeNo)
-		if a.State != channels.TradePaid || a.Status != "TRADE_SUCCESS" || len(a.Events) != 1 {
-			t.Fatalf("answer %s %s with %d events, want PAID TRADE_SUCCESS with 1", a.State, a.Status, len(a.Events))
-		}
+		tr, a := s.AskNew(t, simulate.FakeTrade{Channel: "alipay", TradeNo: channeltest.NewTradeNo("AP"), AmountFen: 8888, Status: simulate.FakePaid},
+			channels.TradePaid, "TRADE_SUCCESS", 1)
 		ev := a.Events[0]
 		channeltest.SameMoney(t, "paid", ev, s.Notified(t, tr, simulate.StatusPaid))
 		if ev.NotifyID != channels.QueryNotifyID(tr.TxnID) || ev.Status != "TRADE_SUCCESS" || !bytes.Contains(ev.Raw, []byte(`"alipay_trade_query_response"`)) {
@@ -47,11 +44,8 @@ func TestAlipayQuery(t *testing.T) {
 		}
 	})
 	t.Run("refunded in full", func(t *testing.T) {
-		tr := s.Add(t, simulate.FakeTrade{Channel: "alipay", TradeNo: channeltest.NewTradeNo("AR"), AmountFen: 1250, Status: simulate.FakeRefunded})
-		a := s.Ask(t, "alipay", tr.TradeNo)
-		if a.State != channels.TradeRefunded || a.Status != "TRADE_CLOSED" || len(a.Events) != 2 {
-			t.Fatalf("answer %s %s with %d events, want PAID_REFUNDED TRADE_CLOSED with 2", a.State, a.Status, len(a.Events))
-		}
+		tr, a := s.AskNew(t, simulate.FakeTrade{Channel: "alipay", TradeNo: channeltest.NewTradeNo("AR"), AmountFen: 1250, Status: simulate.FakeRefunded},
+			channels.TradeRefunded, "TRADE_CLOSED", 2)
 		channeltest.SameMoney(t, "payment", a.Events[0], s.Notified(t, tr, simulate.StatusPaid))
 		channeltest.SameMoney(t, "refund", a.Events[1], s.Notified(t, tr, simulate.StatusRefund))
 		// The answer names no refund: a running total under the payment.
@@ -64,19 +58,13 @@ func TestAlipayQuery(t *testing.T) {
 	})
 	t.Run("partly refunded", func(t *testing.T) {
 		// Alipay keeps a partly refunded trade TRADE_SUCCESS: the query sees the payment only.
-		tr := s.Add(t, simulate.FakeTrade{Channel: "alipay", TradeNo: channeltest.NewTradeNo("AQ"), AmountFen: 1000, RefundFen: 300, Status: simulate.FakeRefunded})
-		a := s.Ask(t, "alipay", tr.TradeNo)
-		if a.State != channels.TradePaid || len(a.Events) != 1 {
-			t.Fatalf("answer %s with %d events, want PAID with 1", a.State, len(a.Events))
-		}
+		tr, a := s.AskNew(t, simulate.FakeTrade{Channel: "alipay", TradeNo: channeltest.NewTradeNo("AQ"), AmountFen: 1000, RefundFen: 300, Status: simulate.FakeRefunded},
+			channels.TradePaid, "", 1)
 		channeltest.SameMoney(t, "payment", a.Events[0], s.Notified(t, tr, simulate.StatusPaid))
 	})
 	t.Run("closed", func(t *testing.T) {
-		tr := s.Add(t, simulate.FakeTrade{Channel: "alipay", TradeNo: channeltest.NewTradeNo("AC"), AmountFen: 500, Status: simulate.FakeClosed})
-		a := s.Ask(t, "alipay", tr.TradeNo)
-		if a.State != channels.TradeClosed || a.Status != "TRADE_CLOSED" || len(a.Events) != 1 {
-			t.Fatalf("answer %s %s with %d events, want CLOSED with 1", a.State, a.Status, len(a.Events))
-		}
+		tr, a := s.AskNew(t, simulate.FakeTrade{Channel: "alipay", TradeNo: channeltest.NewTradeNo("AC"), AmountFen: 500, Status: simulate.FakeClosed},
+			channels.TradeClosed, "TRADE_CLOSED", 1)
 		ev := a.Events[0]
 		if ev.Kind != payment.KindClosed || ev.NotifyID != "query:close:"+tr.TradeNo || ev.TradeNo != tr.TradeNo ||
 			ev.ChannelTxnID != tr.TxnID || ev.AmountFen != 500 {

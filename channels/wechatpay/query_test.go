@@ -28,11 +28,8 @@ func TestWeChatPayQuery(t *testing.T) {
 	s := testQuerySandbox(t)
 
 	t.Run("paid", func(t *testing.T) {
-		tr := s.Add(t, simulate.FakeTrade{Channel: "wechatpay", TradeNo: channeltest.NewTradeNo("WP"), AmountFen: 8888, Status: simulate.FakePaid})
-		a := s.Ask(t, "wechatpay", tr.TradeNo)
-		if a.State != channels.TradePaid || a.Status != "SUCCESS" || len(a.Events) != 1 {
-			t.Fatalf("answer %s %s with %d events, want PAID SUCCESS with 1", a.State, a.Status, len(a.Events))
-		}
+		tr, a := s.AskNew(t, simulate.FakeTrade{Channel: "wechatpay", TradeNo: channeltest.NewTradeNo("WP"), AmountFen: 8888, Status: simulate.FakePaid},
+			channels.TradePaid, "SUCCESS", 1)
 		ev := a.Events[0]
 		channeltest.SameMoney(t, "paid", ev, s.Notified(t, tr, simulate.StatusPaid))
 		if ev.NotifyID != channels.QueryNotifyID(tr.TxnID) || ev.Status != "SUCCESS" || !strings.Contains(string(ev.Raw), `"trade_state":"SUCCESS"`) {
@@ -40,31 +37,22 @@ func TestWeChatPayQuery(t *testing.T) {
 		}
 	})
 	t.Run("paid in USD", func(t *testing.T) {
-		tr := s.Add(t, simulate.FakeTrade{Channel: "wechatpay", TradeNo: channeltest.NewTradeNo("WU"), AmountFen: 999, Currency: "USD", Status: simulate.FakePaid})
-		a := s.Ask(t, "wechatpay", tr.TradeNo)
-		if a.State != channels.TradePaid || len(a.Events) != 1 {
-			t.Fatalf("answer %s with %d events", a.State, len(a.Events))
-		}
+		tr, a := s.AskNew(t, simulate.FakeTrade{Channel: "wechatpay", TradeNo: channeltest.NewTradeNo("WU"), AmountFen: 999, Currency: "USD", Status: simulate.FakePaid},
+			channels.TradePaid, "", 1)
 		channeltest.SameMoney(t, "paid", a.Events[0], s.Notified(t, tr, simulate.StatusPaid))
 	})
 	t.Run("refunded", func(t *testing.T) {
-		tr := s.Add(t, simulate.FakeTrade{Channel: "wechatpay", TradeNo: channeltest.NewTradeNo("WR"), AmountFen: 1250, RefundFen: 250, Status: simulate.FakeRefunded})
-		a := s.Ask(t, "wechatpay", tr.TradeNo)
 		// The order query does not state the refund: the payment alone.
-		if a.State != channels.TradeRefunded || a.Status != "REFUND" || len(a.Events) != 1 {
-			t.Fatalf("answer %s %s with %d events, want PAID_REFUNDED REFUND with 1", a.State, a.Status, len(a.Events))
-		}
+		tr, a := s.AskNew(t, simulate.FakeTrade{Channel: "wechatpay", TradeNo: channeltest.NewTradeNo("WR"), AmountFen: 1250, RefundFen: 250, Status: simulate.FakeRefunded},
+			channels.TradeRefunded, "REFUND", 1)
 		channeltest.SameMoney(t, "payment", a.Events[0], s.Notified(t, tr, simulate.StatusPaid))
 		if a.Events[0].NotifyID != channels.QueryNotifyID(tr.TxnID) {
 			t.Errorf("notify id %q", a.Events[0].NotifyID)
 		}
 	})
 	t.Run("closed", func(t *testing.T) {
-		tr := s.Add(t, simulate.FakeTrade{Channel: "wechatpay", TradeNo: channeltest.NewTradeNo("WC"), AmountFen: 500, Status: simulate.FakeClosed})
-		a := s.Ask(t, "wechatpay", tr.TradeNo)
-		if a.State != channels.TradeClosed || a.Status != "CLOSED" || len(a.Events) != 1 {
-			t.Fatalf("answer %s %s with %d events, want CLOSED with 1", a.State, a.Status, len(a.Events))
-		}
+		tr, a := s.AskNew(t, simulate.FakeTrade{Channel: "wechatpay", TradeNo: channeltest.NewTradeNo("WC"), AmountFen: 500, Status: simulate.FakeClosed},
+			channels.TradeClosed, "CLOSED", 1)
 		ev := a.Events[0]
 		if ev.Kind != payment.KindClosed || ev.NotifyID != "query:close:"+tr.TradeNo || ev.TradeNo != tr.TradeNo ||
 			ev.ChannelTxnID != "" || ev.AmountFen != 500 || ev.Currency != "CNY" {

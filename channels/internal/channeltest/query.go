@@ -143,3 +143,15 @@ func AddTrade(t *testing.T, fake *simulate.Fake, channel string, tr simulate.Fak
 	}
 	return tr
 }
+
+// AskNew records tr at the fake and asks the querier of its channel about it. It fails t unless
+// the answer is state with n events and, where status is not empty, the channel's status.
+func (s *Sandbox) AskNew(t *testing.T, tr simulate.FakeTrade, state channels.TradeState, status string, n int) (simulate.FakeTrade, channels.TradeAnswer) {
+	t.Helper()
+	tr = s.Add(t, tr)
+	a := s.Ask(t, tr.Channel, tr.TradeNo)
+	if a.State != state || (status != "" && a.Status != status) || len(a.Events) != n {
+		t.Fatalf("answer %s %s with %d events, want %s %s with %d", a.State, a.Status, len(a.Events), state, status, n)
+	}
+	return tr, a
+}
