@@ -2,6 +2,7 @@ package channeltest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"strings"
@@ -154,4 +155,21 @@ func (s *Sandbox) AskNew(t *testing.T, tr simulate.FakeTrade, state channels.Tra
 		t.Fatalf("answer %s %s with %d events, want %s %s with %d", a.State, a.Status, len(a.Events), state, status, n)
 	}
 	return tr, a
+}
+
+// WantConfigRefused fails t unless err refuses a querier's configuration as a constructor must:
+// channels.ErrNoCredentials exactly when noCreds, naming the configuration key, and showing
+// neither secret nor any PEM armour.
+func WantConfigRefused(t *testing.T, err error, noCreds bool, key, secret string) {
+	t.Helper()
+	switch {
+	case err == nil:
+		t.Fatal("accepted")
+	case errors.Is(err, channels.ErrNoCredentials) != noCreds:
+		t.Errorf("error %v: ErrNoCredentials = %v, want %v", err, !noCreds, noCreds)
+	case !strings.Contains(err.Error(), key):
+		t.Errorf("error %v does not name %s", err, key)
+	case strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), "BEGIN"):
+		t.Errorf("error %v shows key material", err)
+	}
 }
