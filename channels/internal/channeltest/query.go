@@ -173,3 +173,15 @@ func WantConfigRefused(t *testing.T, err error, noCreds bool, key, secret string
 		t.Errorf("error %v shows key material", err)
 	}
 }
+
+// WantOnlyErr fails t unless err wraps sentinel and no other of the query sentinels
+// (channels.ErrQueryFailed, ErrBadSignature, ErrMalformed), which callers tell apart.
+func WantOnlyErr(t *testing.T, err, sentinel error, what string) {
+	t.Helper()
+	WantErr(t, err, sentinel, what)
+	for _, other := range []error{channels.ErrQueryFailed, channels.ErrBadSignature, channels.ErrMalformed} {
+		if other != sentinel && errors.Is(err, other) {
+			t.Errorf("error %v is also %v", err, other)
+		}
+	}
+}
