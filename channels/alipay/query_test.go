@@ -212,9 +212,7 @@ func TestAlipayQueryResponses(t *testing.T) {
 // failed query that says so.
 func TestAlipayQueryTransport(t *testing.T) {
 	s := testQuerySandbox(t)
-	srv := httptest.NewServer(http.NotFoundHandler())
-	url := srv.URL
-	srv.Close()
+	url := channeltest.ClosedURL(t)
 	_, err := alipayQuerierAt(t, s, url+"/gateway.do").QueryTrade(context.Background(), channels.TradeQuery{TradeNo: "T1"})
 	channeltest.WantErr(t, err, channels.ErrQueryFailed, "a closed port")
 
@@ -232,10 +230,7 @@ func TestNewAlipayQuerier(t *testing.T) {
 	good := s.Cfg.Channels.Alipay
 	good.AppPrivateKeyFile = channeltest.WriteKeyFile(t, s.AppKey)
 	const secret = "c2VjcmV0LWtleS1tYXRlcmlhbA" // must never be echoed
-	bad := filepath.Join(t.TempDir(), "bad.pem")
-	if err := os.WriteFile(bad, []byte("-----BEGIN PRIVATE KEY-----\n"+secret+"\n-----END PRIVATE KEY-----\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	bad := channeltest.NotAKeyFile(t, secret)
 	small, err := rsa.GenerateKey(rand.Reader, 1024)
 	if err != nil {
 		t.Fatal(err)

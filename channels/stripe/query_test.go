@@ -205,10 +205,8 @@ func TestStripeQuerierFailures(t *testing.T) {
 		}
 	})
 	t.Run("transport", func(t *testing.T) {
-		dead := httptest.NewServer(http.NotFoundHandler())
-		dead.Close()
 		c := e.cfg
-		c.APIBaseURL = dead.URL
+		c.APIBaseURL = channeltest.ClosedURL(t)
 		down, err := NewQuerier(c, nil)
 		if err != nil {
 			t.Fatal(err)

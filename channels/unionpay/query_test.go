@@ -210,10 +210,8 @@ func TestUnionPayQuerierFailures(t *testing.T) {
 		}
 	})
 	t.Run("transport", func(t *testing.T) {
-		dead := httptest.NewServer(http.NotFoundHandler())
-		dead.Close()
 		c := e.cfg
-		c.QueryURL = dead.URL
+		c.QueryURL = channeltest.ClosedURL(t)
 		if _, err := e.querier(t, c).QueryTrade(ctx, asked); !errors.Is(err, channels.ErrQueryFailed) {
 			t.Errorf("%v, want ErrQueryFailed", err)
 		}

@@ -281,9 +281,7 @@ func TestWeChatPayQueryModes(t *testing.T) {
 // failed query that names where it went.
 func TestWeChatPayQueryTransport(t *testing.T) {
 	s := testQuerySandbox(t)
-	srv := httptest.NewServer(http.NotFoundHandler())
-	base := srv.URL
-	srv.Close()
+	base := channeltest.ClosedURL(t)
 	_, err := wechatQuerierAt(t, s, s.Channels["wechatpay"].(*Channel), base).QueryTrade(context.Background(), channels.TradeQuery{TradeNo: "T1"})
 	channeltest.WantErr(t, err, channels.ErrQueryFailed, "a closed port")
 	if host := strings.TrimPrefix(base, "http://"); !strings.Contains(fmt.Sprint(err), host) || strings.Contains(fmt.Sprint(err), "api.mch.weixin.qq.com") {
@@ -304,10 +302,7 @@ func TestNewWeChatPayQuerier(t *testing.T) {
 	good := s.Cfg.Channels.WeChatPay
 	good.MerchantPrivateKeyFile = channeltest.WriteKeyFile(t, s.MchKey)
 	const secret = "c2VjcmV0LWtleS1tYXRlcmlhbA=="
-	bad := filepath.Join(t.TempDir(), "bad.pem")
-	if err := os.WriteFile(bad, []byte("-----BEGIN PRIVATE KEY-----\n"+secret+"\n-----END PRIVATE KEY-----\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	bad := channeltest.NotAKeyFile(t, secret)
 
 	tests := map[string]struct {
 		edit    func(c *config.WeChatPay)

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -184,4 +187,23 @@ func WantOnlyErr(t *testing.T, err, sentinel error, what string) {
 			t.Errorf("error %v is also %v", err, other)
 		}
 	}
+}
+
+// ClosedURL is the base URL of a server that has shut down: nothing answers there.
+func ClosedURL(t *testing.T) string {
+	t.Helper()
+	srv := httptest.NewServer(http.NotFoundHandler())
+	srv.Close()
+	return srv.URL
+}
+
+// NotAKeyFile writes a file that looks like a PEM private key but holds secret, not a key: a
+// constructor refusing it must not show secret.
+func NotAKeyFile(t *testing.T, secret string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "bad.pem")
+	if err := os.WriteFile(path, []byte("-----BEGIN PRIVATE KEY-----\n"+secret+"\n-----END PRIVATE KEY-----\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
