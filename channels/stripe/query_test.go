@@ -66,15 +66,7 @@ func (e *stripeQueryEnv) add(t *testing.T, tr simulate.FakeTrade) simulate.FakeT
 // must match, so that the two apply once between them.
 func (e *stripeQueryEnv) notified(t *testing.T, p simulate.Payment) payment.Event {
 	t.Helper()
-	m, err := e.signer.Sign(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ev, err := e.verifier.Verify(m.Body, m.Header, p.Time)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ev
+	return channeltest.SignVerified(t, e.signer, e.verifier, p, p.Time)
 }
 
 func TestStripeQuerierAgainstFake(t *testing.T) {

@@ -83,15 +83,8 @@ func (e *unionPayQueryEnv) add(t *testing.T, tr simulate.FakeTrade) simulate.Fak
 // notified is what the verifier makes of the trade's own payment notification.
 func (e *unionPayQueryEnv) notified(t *testing.T, tr simulate.FakeTrade) payment.Event {
 	t.Helper()
-	m, err := e.signer.Sign(simulate.Payment{TradeNo: tr.TradeNo, AmountFen: tr.AmountFen, Currency: tr.Currency, TxnID: tr.TxnID, Time: tr.PaidAt})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ev, err := e.verifier.Verify(m.Body, m.Header, e.now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ev
+	return channeltest.SignVerified(t, e.signer, e.verifier,
+		simulate.Payment{TradeNo: tr.TradeNo, AmountFen: tr.AmountFen, Currency: tr.Currency, TxnID: tr.TxnID, Time: tr.PaidAt}, e.now)
 }
 
 // txnTime is how the order was sent to UnionPay: the attempt's channel_ref.

@@ -128,12 +128,18 @@ func (s *Sandbox) Add(tb testing.TB, t simulate.FakeTrade) simulate.FakeTrade {
 // by the verifier. status is the simulator's (paid, refund).
 func (s *Sandbox) Notified(tb testing.TB, t simulate.FakeTrade, status string) payment.Event {
 	tb.Helper()
-	m, err := s.Signers[t.Channel].Sign(simulate.Payment{TradeNo: t.TradeNo, AmountFen: t.AmountFen, Currency: t.Currency,
-		TxnID: t.TxnID, Time: t.PaidAt, Status: status, RefundFen: t.RefundFen})
+	return SignVerified(tb, s.Signers[t.Channel], s.Channels[t.Channel], simulate.Payment{TradeNo: t.TradeNo, AmountFen: t.AmountFen,
+		Currency: t.Currency, TxnID: t.TxnID, Time: t.PaidAt, Status: status, RefundFen: t.RefundFen}, time.Now())
+}
+
+// SignVerified is the event ch reads at now from p's notification as signer signs it.
+func SignVerified(tb testing.TB, signer simulate.Signer, ch channels.Channel, p simulate.Payment, now time.Time) payment.Event {
+	tb.Helper()
+	m, err := signer.Sign(p)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ev, err := s.Channels[t.Channel].Verify(m.Body, m.Header, time.Now())
+	ev, err := ch.Verify(m.Body, m.Header, now)
 	if err != nil {
 		tb.Fatal(err)
 	}
