@@ -15,8 +15,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"net/url"
-	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -43,21 +41,9 @@ type alipayVector struct{ signed, body string }
 
 func readAlipayVectors(tb testing.TB) map[string]alipayVector {
 	tb.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", "alipay_vectors.txt"))
-	if err != nil {
-		tb.Fatal(err)
-	}
 	vectors := make(map[string]alipayVector)
-	for line := range strings.Lines(string(data)) {
-		line = strings.TrimSuffix(line, "\n")
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		fields := strings.Split(line, "\t")
-		if len(fields) != 3 {
-			tb.Fatalf("alipay_vectors.txt: want 3 tab-separated fields, got %d", len(fields))
-		}
-		vectors[fields[0]] = alipayVector{signed: fields[1], body: fields[2]}
+	for _, f := range channeltest.ReadVectors(tb, "alipay_vectors.txt", 3) {
+		vectors[f[0]] = alipayVector{signed: f[1], body: f[2]}
 	}
 	return vectors
 }

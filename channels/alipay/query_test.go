@@ -10,7 +10,6 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -33,26 +32,10 @@ import (
 // notification of the same trade reads.
 func TestAlipayQuery(t *testing.T) {
 	s := testQuerySandbox(t)
-	q := s.Queriers["alipay"]
-	ask := func(t *testing.T, tradeNo string) channels.TradeAnswer {
-		t.Helper()
-		before := s.Fake.Asked("alipay", tradeNo)
-		a, err := q.QueryTrade(context.Background(), channels.TradeQuery{TradeNo: tradeNo})
-		if err != nil {
-			t.Fatalf("QueryTrade: %v", err)
-		}
-		if n := s.Fake.Asked("alipay", tradeNo); n != before+1 {
-			t.Errorf("the fake was asked %d times, want once", n-before)
-		}
-		return a
-	}
 
 	t.Run("paid", func(t *testing.T) {
-		tr := s.Add(t, simulate.FakeTrade{Channel: "alipay", TradeNo: channeltest.NewTradeNo("AP"), AmountFen: 8888, Status: simulate.FakePaid})
-		a := ask(t, tr.TradeNo)
-		if a.State != channels.TradePaid || a.Status != "TRADE_SUCCESS" || len(a.Events) != 1 {
-			t.Fatalf("answer %s %s with %d events, want PAID TRADE_SUCCESS with 1", a.State, a.Status, len(a.Events))
-		}
+		tr, a := s.AskNew(t, simulate.FakeTrade{Channel: "alipay", TradeNo: channeltest.NewTradeNo("AP"), AmountFen: 8888, Status: simulate.FakePaid},
+			channels.TradePaid, "TRADE_SUCCESS", 1)
 		ev := a.Events[0]
 		channeltest.SameMoney(t, "paid", ev, s.Notified(t, tr, simulate.StatusPaid))
 		if ev.NotifyID != channels.QueryNotifyID(tr.TxnID) || ev.Status != "TRADE_SUCCESS" || !bytes.Contains(ev.Raw, []byte(`"alipay_trade_query_response"`)) {
@@ -60,11 +43,8 @@ func TestAlipayQuery(t *testing.T) {
 		}
 	})
 	t.Run("refunded in full", func(t *testing.T) {
-		tr := s.Add(t, simulate.FakeTrade{Channel: "alipay", TradeNo: channeltest.NewTradeNo("AR"), AmountFen: 1250, Status: simulate.FakeRefunded})
-		a := ask(t, tr.TradeNo)
-		if a.State != channels.TradeRefunded || a.Status != "TRADE_CLOSED" || len(a.Events) != 2 {
-			t.Fatalf("answer %s %s with %d events, want PAID_REFUNDED TRADE_CLOSED with 2", a.State, a.Status, len(a.Events))
-		}
+		tr, a := s.AskNew(t, simulate.FakeTrade{Channel: "alipay", TradeNo: channeltest.NewTradeNo("AR"), AmountFen: 1250, Status: simulate.FakeRefunded},
+			channels.TradeRefunded, "TRADE_CLOSED", 2)
 		channeltest.SameMoney(t, "payment", a.Events[0], s.Notified(t, tr, simulate.StatusPaid))
 		channeltest.SameMoney(t, "refund", a.Events[1], s.Notified(t, tr, simulate.StatusRefund))
 		// The answer names no refund: a running total under the payment.
@@ -77,66 +57,28 @@ func TestAlipayQuery(t *testing.T) {
 	})
 	t.Run("partly refunded", func(t *testing.T) {
 		// Alipay keeps a partly refunded trade TRADE_SUCCESS: the query sees the payment only.
-		tr := s.Add(t, simulate.FakeTrade{Channel: "alipay", TradeNo: channeltest.NewTradeNo("AQ"), AmountFen: 1000, RefundFen: 300, Status: simulate.FakeRefunded})
-		a := ask(t, tr.TradeNo)
-		if a.State != channels.TradePaid || len(a.Events) != 1 {
-			t.Fatalf("answer %s with %d events, want PAID with 1", a.State, len(a.Events))
-		}
+		tr, a := s.AskNew(t, simulate.FakeTrade{Channel: "alipay", TradeNo: channeltest.NewTradeNo("AQ"), AmountFen: 1000, RefundFen: 300, Status: simulate.FakeRefunded},
+			channels.TradePaid, "", 1)
 		channeltest.SameMoney(t, "payment", a.Events[0], s.Notified(t, tr, simulate.StatusPaid))
 	})
 	t.Run("closed", func(t *testing.T) {
-		tr := s.Add(t, simulate.FakeTrade{Channel: "alipay", TradeNo: channeltest.NewTradeNo("AC"), AmountFen: 500, Status: simulate.FakeClosed})
-		a := ask(t, tr.TradeNo)
-		if a.State != channels.TradeClosed || a.Status != "TRADE_CLOSED" || len(a.Events) != 1 {
-			t.Fatalf("answer %s %s with %d events, want CLOSED with 1", a.State, a.Status, len(a.Events))
-		}
+		tr, a := s.AskNew(t, simulate.FakeTrade{Channel: "alipay", TradeNo: channeltest.NewTradeNo("AC"), AmountFen: 500, Status: simulate.FakeClosed},
+			channels.TradeClosed, "TRADE_CLOSED", 1)
 		ev := a.Events[0]
 		if ev.Kind != payment.KindClosed || ev.NotifyID != "query:close:"+tr.TradeNo || ev.TradeNo != tr.TradeNo ||
 			ev.ChannelTxnID != tr.TxnID || ev.AmountFen != 500 {
 			t.Errorf("close event %s", channeltest.Brief(ev))
 		}
 	})
-	t.Run("pending", func(t *testing.T) {
-		tr := s.Add(t, simulate.FakeTrade{Channel: "alipay", TradeNo: channeltest.NewTradeNo("AW"), AmountFen: 500, Status: simulate.FakePending})
-		if a := ask(t, tr.TradeNo); a.State != channels.TradeNotPaid || a.Status != "WAIT_BUYER_PAY" || len(a.Events) != 0 {
-			t.Errorf("answer %+v, want NOT_PAID WAIT_BUYER_PAY without events", a)
-		}
-	})
-	t.Run("not found", func(t *testing.T) {
-		if a := ask(t, channeltest.NewTradeNo("AN")); a.State != channels.TradeNotPaid || a.Status != "ACQ.TRADE_NOT_EXIST" || len(a.Events) != 0 {
-			t.Errorf("answer %+v, want NOT_PAID ACQ.TRADE_NOT_EXIST without events", a)
-		}
-	})
-	t.Run("bad signature", func(t *testing.T) {
-		tr := s.Add(t, simulate.FakeTrade{Channel: "alipay", TradeNo: channeltest.NewTradeNo("AB"), AmountFen: 100, Status: simulate.FakePaid})
-		s.Fake.Break("alipay", true)
-		defer s.Fake.Break("alipay", false)
-		a, err := q.QueryTrade(context.Background(), channels.TradeQuery{TradeNo: tr.TradeNo})
-		channeltest.WantErr(t, err, channels.ErrBadSignature, "a wrongly signed answer")
-		if a.State != "" || a.Events != nil {
-			t.Errorf("an answer came with the error: %+v", a)
-		}
-		_, err = q.QueryTrade(context.Background(), channels.TradeQuery{TradeNo: channeltest.NewTradeNo("AB")})
-		channeltest.WantErr(t, err, channels.ErrBadSignature, "a wrongly signed not-found")
-	})
-	t.Run("request signed with another app key", func(t *testing.T) {
-		// The fake refuses the request (isv.invalid-signature, signed): Alipay could not be asked.
-		c := s.Cfg.Channels.Alipay
-		c.AppPrivateKeyFile = channeltest.WriteKeyFile(t, channeltest.NewRSAKey(t))
-		other, err := NewQuerier(c, s.Channels["alipay"].(*Channel), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tradeNo := channeltest.NewTradeNo("AK")
-		_, err = other.QueryTrade(context.Background(), channels.TradeQuery{TradeNo: tradeNo})
-		channeltest.WantErr(t, err, channels.ErrQueryFailed, "a request the gateway refused")
-		if !strings.Contains(fmt.Sprint(err), "isv.invalid-signature") {
-			t.Errorf("error %v does not say why", err)
-		}
-		if n := s.Fake.Asked("alipay", tradeNo); n != 0 {
-			t.Errorf("the fake looked the trade up %d times for an unsigned request", n)
-		}
-	})
+	// The fake refuses the request (isv.invalid-signature, signed): Alipay could not be asked.
+	c := s.Cfg.Channels.Alipay
+	c.AppPrivateKeyFile = channeltest.WriteKeyFile(t, channeltest.NewRSAKey(t))
+	other, err := NewQuerier(c, s.Channels["alipay"].(*Channel), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.RunSignedQuery(t, channeltest.SignedQuery{Channel: "alipay", Prefix: "A", Pending: "WAIT_BUYER_PAY", NotFound: "ACQ.TRADE_NOT_EXIST",
+		Missing: "not-found", Other: other, Refused: "isv.invalid-signature"})
 }
 
 func pemPKCS1(key *rsa.PrivateKey) []byte {
@@ -245,12 +187,7 @@ func TestAlipayQueryResponses(t *testing.T) {
 				t.Errorf("%d requests, want exactly 1 (no certificate download, no retry)", got)
 			}
 			if tt.want != nil {
-				channeltest.WantErr(t, err, tt.want, name)
-				for _, other := range []error{channels.ErrQueryFailed, channels.ErrBadSignature, channels.ErrMalformed} {
-					if other != tt.want && errors.Is(err, other) {
-						t.Errorf("error %v is also %v", err, other)
-					}
-				}
+				channeltest.WantOnlyErr(t, err, tt.want, name)
 				return
 			}
 			if err != nil {
@@ -275,17 +212,11 @@ func TestAlipayQueryResponses(t *testing.T) {
 // failed query that says so.
 func TestAlipayQueryTransport(t *testing.T) {
 	s := testQuerySandbox(t)
-	srv := httptest.NewServer(http.NotFoundHandler())
-	url := srv.URL
-	srv.Close()
+	url := channeltest.ClosedURL(t)
 	_, err := alipayQuerierAt(t, s, url+"/gateway.do").QueryTrade(context.Background(), channels.TradeQuery{TradeNo: "T1"})
 	channeltest.WantErr(t, err, channels.ErrQueryFailed, "a closed port")
 
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	_, err = s.Queriers["alipay"].QueryTrade(ctx, channels.TradeQuery{TradeNo: "T1"})
-	channeltest.WantErr(t, err, channels.ErrQueryFailed, "a cancelled context")
-	channeltest.WantErr(t, err, context.Canceled, "a cancelled context")
+	channeltest.WantCanceled(t, s.Queriers["alipay"], channels.TradeQuery{TradeNo: "T1"})
 
 	_, err = s.Queriers["alipay"].QueryTrade(context.Background(), channels.TradeQuery{TradeNo: "T 1"})
 	channeltest.WantErr(t, err, channels.ErrMalformed, "a trade_no that cannot be ours")
@@ -299,10 +230,7 @@ func TestNewAlipayQuerier(t *testing.T) {
 	good := s.Cfg.Channels.Alipay
 	good.AppPrivateKeyFile = channeltest.WriteKeyFile(t, s.AppKey)
 	const secret = "c2VjcmV0LWtleS1tYXRlcmlhbA" // must never be echoed
-	bad := filepath.Join(t.TempDir(), "bad.pem")
-	if err := os.WriteFile(bad, []byte("-----BEGIN PRIVATE KEY-----\n"+secret+"\n-----END PRIVATE KEY-----\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	bad := channeltest.NotAKeyFile(t, secret)
 	small, err := rsa.GenerateKey(rand.Reader, 1024)
 	if err != nil {
 		t.Fatal(err)
@@ -325,17 +253,8 @@ func TestNewAlipayQuerier(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			c := good
 			tt.edit(&c)
-			q, err := NewQuerier(c, v, nil)
-			switch {
-			case err == nil:
-				t.Fatalf("accepted, querier %v", q)
-			case errors.Is(err, channels.ErrNoCredentials) != tt.noCreds:
-				t.Errorf("error %v: ErrNoCredentials = %v, want %v", err, !tt.noCreds, tt.noCreds)
-			case !strings.Contains(err.Error(), tt.key):
-				t.Errorf("error %v does not name %s", err, tt.key)
-			case strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), "BEGIN"):
-				t.Errorf("error %v shows key material", err)
-			}
+			_, err := NewQuerier(c, v, nil)
+			channeltest.WantConfigRefused(t, err, tt.noCreds, tt.key, secret)
 		})
 	}
 	if _, err := NewQuerier(good, v, nil); err != nil {

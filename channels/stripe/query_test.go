@@ -32,16 +32,7 @@ func newStripeQueryEnv(t *testing.T) *stripeQueryEnv {
 	t.Helper()
 	dir := t.TempDir()
 	now := time.Now().UTC().Truncate(time.Second)
-	man, err := simulate.WriteKeys(dir, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fake, err := simulate.NewFake(dir, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(fake.Handler())
-	t.Cleanup(srv.Close)
+	man, fake, srv := channeltest.ServeFake(t, dir, now)
 	cfg, err := config.Load(man.ConfigPath, []string{"PAYGW_CHANNELS__STRIPE__API_BASE_URL=" + srv.URL})
 	if err != nil {
 		t.Fatal(err)
@@ -68,30 +59,14 @@ func (e *stripeQueryEnv) querier(t *testing.T) channels.Querier {
 
 func (e *stripeQueryEnv) add(t *testing.T, tr simulate.FakeTrade) simulate.FakeTrade {
 	t.Helper()
-	tr.Channel = "stripe"
-	if tr.PaidAt.IsZero() {
-		tr.PaidAt = e.now
-	}
-	tr, err := e.fake.Add(context.Background(), tr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tr
+	return channeltest.AddTrade(t, e.fake, "stripe", tr, e.now)
 }
 
 // notified is what the verifier makes of the trade's own notification: the event a query's answer
 // must match, so that the two apply once between them.
 func (e *stripeQueryEnv) notified(t *testing.T, p simulate.Payment) payment.Event {
 	t.Helper()
-	m, err := e.signer.Sign(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ev, err := e.verifier.Verify(m.Body, m.Header, p.Time)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ev
+	return channeltest.SignVerified(t, e.signer, e.verifier, p, p.Time)
 }
 
 func TestStripeQuerierAgainstFake(t *testing.T) {
@@ -222,10 +197,8 @@ func TestStripeQuerierFailures(t *testing.T) {
 		}
 	})
 	t.Run("transport", func(t *testing.T) {
-		dead := httptest.NewServer(http.NotFoundHandler())
-		dead.Close()
 		c := e.cfg
-		c.APIBaseURL = dead.URL
+		c.APIBaseURL = channeltest.ClosedURL(t)
 		down, err := NewQuerier(c, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -235,11 +208,7 @@ func TestStripeQuerierFailures(t *testing.T) {
 		}
 	})
 	t.Run("context canceled", func(t *testing.T) {
-		canceled, cancel := context.WithCancel(ctx)
-		cancel()
-		if _, err := q.QueryTrade(canceled, channels.TradeQuery{TradeNo: paid.TradeNo}); !errors.Is(err, channels.ErrQueryFailed) || !errors.Is(err, context.Canceled) {
-			t.Errorf("%v, want ErrQueryFailed and context.Canceled", err)
-		}
+		channeltest.WantCanceled(t, q, channels.TradeQuery{TradeNo: paid.TradeNo})
 	})
 }
 
@@ -289,6 +258,24 @@ func TestStripeQuerierAnswers(t *testing.T) {
 	const search, retrieve = "/v1/payment_intents/search", "/v1/payment_intents/pi_A"
 	ctx := context.Background()
 
+	// afterCancel asks about T1 by pi_A, which Stripe retrieves canceled, while its search also
+	// finds pi_B in status other with amount_received received.
+	afterCancel := func(t *testing.T, other string, received int64) channels.TradeAnswer {
+		t.Helper()
+		q := stripeCannedServer(t, map[string]answer{
+			retrieve: {200, stripeIntentJSON("pi_A", "T1", "canceled", 0, 100, "")},
+			search: {200, stripeSearchJSON(
+				stripeIntentJSON("pi_B", "T1", other, received, 200, ""),
+				stripeIntentJSON("pi_A", "T1", "canceled", 0, 100, ""),
+			)},
+		})
+		got, err := q.QueryTrade(ctx, channels.TradeQuery{TradeNo: "T1", ChannelRef: "pi_A"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+
 	t.Run("two succeeded intents: both payments, oldest first", func(t *testing.T) {
 		q := stripeCannedServer(t, map[string]answer{search: {200, stripeSearchJSON(
 			stripeIntentJSON("pi_B", "T1", "succeeded", 1000, 200, ""),
@@ -307,17 +294,7 @@ func TestStripeQuerierAnswers(t *testing.T) {
 		}
 	})
 	t.Run("retrieved canceled, search finds a payment", func(t *testing.T) {
-		q := stripeCannedServer(t, map[string]answer{
-			retrieve: {200, stripeIntentJSON("pi_A", "T1", "canceled", 0, 100, "")},
-			search: {200, stripeSearchJSON(
-				stripeIntentJSON("pi_B", "T1", "succeeded", 1000, 200, ""),
-				stripeIntentJSON("pi_A", "T1", "canceled", 0, 100, ""),
-			)},
-		})
-		got, err := q.QueryTrade(ctx, channels.TradeQuery{TradeNo: "T1", ChannelRef: "pi_A"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		got := afterCancel(t, "succeeded", 1000)
 		if got.State != channels.TradePaid || len(got.Events) != 1 || got.Events[0].ChannelTxnID != "pi_B" {
 			t.Fatalf("%+v, want the payment of pi_B", got)
 		}
@@ -345,33 +322,15 @@ func TestStripeQuerierAnswers(t *testing.T) {
 		}
 	})
 	t.Run("retrieved canceled, search finds another canceled: the retrieved one closes", func(t *testing.T) {
-		q := stripeCannedServer(t, map[string]answer{
-			retrieve: {200, stripeIntentJSON("pi_A", "T1", "canceled", 0, 100, "")},
-			search: {200, stripeSearchJSON(
-				stripeIntentJSON("pi_B", "T1", "canceled", 0, 200, ""),
-				stripeIntentJSON("pi_A", "T1", "canceled", 0, 100, ""),
-			)},
-		})
-		got, err := q.QueryTrade(ctx, channels.TradeQuery{TradeNo: "T1", ChannelRef: "pi_A"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		got := afterCancel(t, "canceled", 0)
 		if got.State != channels.TradeClosed || len(got.Events) != 1 || got.Events[0].Kind != payment.KindClosed ||
 			got.Events[0].ChannelTxnID != "pi_A" || got.Events[0].NotifyID != "query:close:pi_A" {
 			t.Fatalf("%+v, want one close of pi_A", got)
 		}
 	})
 	t.Run("retrieved canceled, search finds one open: not closed", func(t *testing.T) {
-		q := stripeCannedServer(t, map[string]answer{
-			retrieve: {200, stripeIntentJSON("pi_A", "T1", "canceled", 0, 100, "")},
-			search: {200, stripeSearchJSON(
-				stripeIntentJSON("pi_B", "T1", "processing", 0, 200, ""),
-				stripeIntentJSON("pi_A", "T1", "canceled", 0, 100, ""),
-			)},
-		})
-		got, err := q.QueryTrade(ctx, channels.TradeQuery{TradeNo: "T1", ChannelRef: "pi_A"})
-		if err != nil || got.State != channels.TradeNotPaid || len(got.Events) != 0 {
-			t.Fatalf("%+v, %v; want not paid, no events", got, err)
+		if got := afterCancel(t, "processing", 0); got.State != channels.TradeNotPaid || len(got.Events) != 0 {
+			t.Fatalf("%+v; want not paid, no events", got)
 		}
 	})
 	t.Run("full refund on the latest charge", func(t *testing.T) {

@@ -127,15 +127,7 @@ type stripeVector struct{ file, secret, header string }
 func readStripeVectors(tb testing.TB) []stripeVector {
 	tb.Helper()
 	var vectors []stripeVector
-	for line := range strings.Lines(channeltest.ReadTestFile(tb, "stripe_vectors.txt")) {
-		line = strings.TrimSuffix(line, "\n")
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		f := strings.Split(line, "\t")
-		if len(f) != 3 {
-			tb.Fatalf("stripe_vectors.txt: want 3 tab-separated fields, got %d", len(f))
-		}
+	for _, f := range channeltest.ReadVectors(tb, "stripe_vectors.txt", 3) {
 		vectors = append(vectors, stripeVector{file: f[0], secret: f[1], header: f[2]})
 	}
 	return vectors

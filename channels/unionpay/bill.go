@@ -3,10 +3,6 @@ package unionpay
 import (
 	"compress/zlib"
 	"context"
-	"crypto"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -121,16 +117,7 @@ func (u *unionPayBills) request(day, now time.Time) (url.Values, error) {
 		"txnTime":    now.In(bills.ChinaTime).Format(unionPayTimeLayout),
 		"certId":     u.q.certID,
 	}
-	digest := sha256.Sum256([]byte(unionPayDigestHex(params, true)))
-	sig, err := rsa.SignPKCS1v15(rand.Reader, u.q.key, crypto.SHA256, digest[:])
-	if err != nil {
-		return nil, fmt.Errorf("%w: unionpay: signing the request failed", channels.ErrQueryFailed)
-	}
-	form := url.Values{"signature": {base64.StdEncoding.EncodeToString(sig)}}
-	for k, v := range params {
-		form.Set(k, v)
-	}
-	return form, nil
+	return u.q.signedForm(params)
 }
 
 func (u *unionPayBills) post(ctx context.Context, form url.Values) ([]byte, error) {

@@ -10,11 +10,12 @@ import (
 	"crypto/x509/pkix"
 	"encoding/asn1"
 	"errors"
-	"github.com/paygw/paygw/channels"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/paygw/paygw/channels"
 )
 
 // Signature algorithm identifiers of PKCS #1 (RFC 8017 A.2.4) and RFC 4055.
@@ -225,15 +226,7 @@ func TestUnionPayChainRules(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			c := tc.config
-			if c.MerID == "" {
-				c = pki.config()
-			}
-			at := tc.at
-			if at.IsZero() {
-				at = now
-			}
-			_, err := testUnionPay(t, c).Verify([]byte(signUnionPay(t, pki.signKey, pemOf(tc.cert), unionPayFields(), true)), http.Header{}, at)
+			_, err := pki.verify(t, tc.config, []byte(signUnionPay(t, pki.signKey, pemOf(tc.cert), unionPayFields(), true)), tc.at)
 			if tc.reason == "" {
 				if err != nil {
 					t.Fatal(err)

@@ -160,6 +160,12 @@ func (u *unionPayQuerier) request(q channels.TradeQuery) (url.Values, error) {
 		"txnTime":    txnTime,
 		"certId":     u.certID,
 	}
+	return u.signedForm(params)
+}
+
+// signedForm is params with the merchant's signature over them, ACP 5.1.0's double hash: the
+// form of every request we send, queries and bill downloads alike.
+func (u *unionPayQuerier) signedForm(params map[string]string) (url.Values, error) {
 	digest := sha256.Sum256([]byte(unionPayDigestHex(params, true)))
 	sig, err := rsa.SignPKCS1v15(rand.Reader, u.key, crypto.SHA256, digest[:])
 	if err != nil {

@@ -49,16 +49,7 @@ func newUnionPayQueryEnv(t *testing.T) *unionPayQueryEnv {
 	t.Helper()
 	dir := t.TempDir()
 	now := time.Now().UTC().Truncate(time.Second)
-	man, err := simulate.WriteKeys(dir, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fake, err := simulate.NewFake(dir, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(fake.Handler())
-	t.Cleanup(srv.Close)
+	man, fake, srv := channeltest.ServeFake(t, dir, now)
 	cfg, err := config.Load(man.ConfigPath, []string{"PAYGW_CHANNELS__UNIONPAY__QUERY_URL=" + srv.URL + "/gateway/api/queryTrans.do"})
 	if err != nil {
 		t.Fatal(err)
@@ -86,29 +77,14 @@ func (e *unionPayQueryEnv) querier(t *testing.T, c config.UnionPay) channels.Que
 
 func (e *unionPayQueryEnv) add(t *testing.T, tr simulate.FakeTrade) simulate.FakeTrade {
 	t.Helper()
-	tr.Channel = "unionpay"
-	if tr.PaidAt.IsZero() {
-		tr.PaidAt = e.now
-	}
-	tr, err := e.fake.Add(context.Background(), tr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tr
+	return channeltest.AddTrade(t, e.fake, "unionpay", tr, e.now)
 }
 
 // notified is what the verifier makes of the trade's own payment notification.
 func (e *unionPayQueryEnv) notified(t *testing.T, tr simulate.FakeTrade) payment.Event {
 	t.Helper()
-	m, err := e.signer.Sign(simulate.Payment{TradeNo: tr.TradeNo, AmountFen: tr.AmountFen, Currency: tr.Currency, TxnID: tr.TxnID, Time: tr.PaidAt})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ev, err := e.verifier.Verify(m.Body, m.Header, e.now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ev
+	return channeltest.SignVerified(t, e.signer, e.verifier,
+		simulate.Payment{TradeNo: tr.TradeNo, AmountFen: tr.AmountFen, Currency: tr.Currency, TxnID: tr.TxnID, Time: tr.PaidAt}, e.now)
 }
 
 // txnTime is how the order was sent to UnionPay: the attempt's channel_ref.
@@ -227,20 +203,14 @@ func TestUnionPayQuerierFailures(t *testing.T) {
 		}
 	})
 	t.Run("transport", func(t *testing.T) {
-		dead := httptest.NewServer(http.NotFoundHandler())
-		dead.Close()
 		c := e.cfg
-		c.QueryURL = dead.URL
+		c.QueryURL = channeltest.ClosedURL(t)
 		if _, err := e.querier(t, c).QueryTrade(ctx, asked); !errors.Is(err, channels.ErrQueryFailed) {
 			t.Errorf("%v, want ErrQueryFailed", err)
 		}
 	})
 	t.Run("context canceled", func(t *testing.T) {
-		canceled, cancel := context.WithCancel(ctx)
-		cancel()
-		if _, err := e.querier(t, e.cfg).QueryTrade(canceled, asked); !errors.Is(err, channels.ErrQueryFailed) || !errors.Is(err, context.Canceled) {
-			t.Errorf("%v, want ErrQueryFailed and context.Canceled", err)
-		}
+		channeltest.WantCanceled(t, e.querier(t, e.cfg), asked)
 	})
 	t.Run("no txnTime", func(t *testing.T) {
 		for _, tq := range []channels.TradeQuery{{TradeNo: paid.TradeNo}, {TradeNo: paid.TradeNo, ChannelRef: "2026-01-01"}, {TradeNo: paid.TradeNo, ChannelRef: "20261301000000"}} {

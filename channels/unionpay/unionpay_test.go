@@ -36,16 +36,8 @@ type unionPayVector struct{ hex, body string }
 func readUnionPayVectors(tb testing.TB) map[string]unionPayVector {
 	tb.Helper()
 	vectors := make(map[string]unionPayVector)
-	for line := range strings.Lines(channeltest.ReadTestFile(tb, "unionpay_vectors.txt")) {
-		line = strings.TrimSuffix(line, "\n")
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		fields := strings.Split(line, "\t")
-		if len(fields) != 3 {
-			tb.Fatalf("unionpay_vectors.txt: want 3 tab-separated fields, got %d", len(fields))
-		}
-		vectors[fields[0]] = unionPayVector{hex: fields[1], body: fields[2]}
+	for _, f := range channeltest.ReadVectors(tb, "unionpay_vectors.txt", 3) {
+		vectors[f[0]] = unionPayVector{hex: f[1], body: f[2]}
 	}
 	return vectors
 }
@@ -88,6 +80,18 @@ func testUnionPayPKI(tb testing.TB) unionPayPKI {
 
 func (p unionPayPKI) config() Config {
 	return Config{MerID: testUnionPayMerID, Roots: []*x509.Certificate{p.root}, Intermediates: []*x509.Certificate{p.mid}}
+}
+
+// verify is what a verifier of c makes of body at at: a zero c is p.config(), a zero at is p.now.
+func (p unionPayPKI) verify(tb testing.TB, c Config, body []byte, at time.Time) (payment.Event, error) {
+	tb.Helper()
+	if c.MerID == "" {
+		c = p.config()
+	}
+	if at.IsZero() {
+		at = p.now
+	}
+	return testUnionPay(tb, c).Verify(body, http.Header{}, at)
 }
 
 func testUnionPay(tb testing.TB, c Config) *Channel {
@@ -331,15 +335,7 @@ func TestUnionPayVerify(t *testing.T) {
 
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			c := tc.config
-			if c.MerID == "" {
-				c = pki.config()
-			}
-			at := tc.now
-			if at.IsZero() {
-				at = now
-			}
-			ev, err := testUnionPay(t, c).Verify([]byte(tc.body), http.Header{}, at)
+			ev, err := pki.verify(t, tc.config, []byte(tc.body), tc.now)
 			if tc.err != nil {
 				if !errors.Is(err, tc.err) {
 					t.Fatalf("err = %v, want %v", err, tc.err)

@@ -48,10 +48,7 @@ const wechatAPIHost = "https://api.mch.weixin.qq.com"
 // key and serial of c, as NewQuerier does (same errors, channels.ErrNoCredentials included).
 // hc carries the timeout; nil is a client with a 15 s timeout.
 func NewBillDownloader(c config.WeChatPay, v *Channel, hc *http.Client) (channels.BillDownloader, error) {
-	if v == nil {
-		return nil, errors.New("channels: wechatpay: NewWeChatPayBills: nil verifier")
-	}
-	client, err := wechatMerchantClient(c, v, hc, wechatResponseValidator{v: v})
+	client, err := wechatAPIClient("NewWeChatPayBills", c, v, hc)
 	if err != nil {
 		return nil, err
 	}

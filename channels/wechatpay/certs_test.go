@@ -47,16 +47,7 @@ type testPlatformCert struct {
 func newCertSandbox(t *testing.T) *certSandbox {
 	t.Helper()
 	dir := t.TempDir()
-	man, err := simulate.WriteKeys(dir, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	fake, err := simulate.NewFake(dir, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(fake.Handler())
-	t.Cleanup(srv.Close)
+	man, fake, srv := channeltest.ServeFake(t, dir, time.Now())
 	s := &certSandbox{man: man, fake: fake}
 
 	served := filepath.Join(dir, man.WeChatPay.PlatformCertFile)

@@ -51,14 +51,20 @@ var _ channels.Querier = (*Querier)(nil)
 // merchant_serial_no when one is not set; an error naming the key when the file cannot be read,
 // the key does not parse (never its contents), or api_base_url is not scheme and host.
 func NewQuerier(c config.WeChatPay, v *Channel, hc *http.Client) (channels.Querier, error) {
-	if v == nil {
-		return nil, errors.New("channels: wechatpay: NewWeChatPayQuerier: nil verifier")
-	}
-	client, err := wechatMerchantClient(c, v, hc, wechatResponseValidator{v: v})
+	client, err := wechatAPIClient("NewWeChatPayQuerier", c, v, hc)
 	if err != nil {
 		return nil, err
 	}
 	return &Querier{svc: native.NativeApiService{Client: client}, v: v}, nil
+}
+
+// wechatAPIClient is the merchant client of the trade query and the bill download, whose
+// answers v verifies; caller names the constructor in the error for a nil v.
+func wechatAPIClient(caller string, c config.WeChatPay, v *Channel, hc *http.Client) (*core.Client, error) {
+	if v == nil {
+		return nil, errors.New("channels: wechatpay: " + caller + ": nil verifier")
+	}
+	return wechatMerchantClient(c, v, hc, wechatResponseValidator{v: v})
 }
 
 // wechatMerchantClient is the SDK client that calls WeChat Pay as the merchant: requests signed

@@ -3,7 +3,6 @@ package wechatpay
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -26,26 +25,10 @@ import (
 // read back as the notification of the same trade reads.
 func TestWeChatPayQuery(t *testing.T) {
 	s := testQuerySandbox(t)
-	q := s.Queriers["wechatpay"]
-	ask := func(t *testing.T, tradeNo string) channels.TradeAnswer {
-		t.Helper()
-		before := s.Fake.Asked("wechatpay", tradeNo)
-		a, err := q.QueryTrade(context.Background(), channels.TradeQuery{TradeNo: tradeNo})
-		if err != nil {
-			t.Fatalf("QueryTrade: %v", err)
-		}
-		if n := s.Fake.Asked("wechatpay", tradeNo); n != before+1 {
-			t.Errorf("the fake was asked %d times, want once", n-before)
-		}
-		return a
-	}
 
 	t.Run("paid", func(t *testing.T) {
-		tr := s.Add(t, simulate.FakeTrade{Channel: "wechatpay", TradeNo: channeltest.NewTradeNo("WP"), AmountFen: 8888, Status: simulate.FakePaid})
-		a := ask(t, tr.TradeNo)
-		if a.State != channels.TradePaid || a.Status != "SUCCESS" || len(a.Events) != 1 {
-			t.Fatalf("answer %s %s with %d events, want PAID SUCCESS with 1", a.State, a.Status, len(a.Events))
-		}
+		tr, a := s.AskNew(t, simulate.FakeTrade{Channel: "wechatpay", TradeNo: channeltest.NewTradeNo("WP"), AmountFen: 8888, Status: simulate.FakePaid},
+			channels.TradePaid, "SUCCESS", 1)
 		ev := a.Events[0]
 		channeltest.SameMoney(t, "paid", ev, s.Notified(t, tr, simulate.StatusPaid))
 		if ev.NotifyID != channels.QueryNotifyID(tr.TxnID) || ev.Status != "SUCCESS" || !strings.Contains(string(ev.Raw), `"trade_state":"SUCCESS"`) {
@@ -53,77 +36,36 @@ func TestWeChatPayQuery(t *testing.T) {
 		}
 	})
 	t.Run("paid in USD", func(t *testing.T) {
-		tr := s.Add(t, simulate.FakeTrade{Channel: "wechatpay", TradeNo: channeltest.NewTradeNo("WU"), AmountFen: 999, Currency: "USD", Status: simulate.FakePaid})
-		a := ask(t, tr.TradeNo)
-		if a.State != channels.TradePaid || len(a.Events) != 1 {
-			t.Fatalf("answer %s with %d events", a.State, len(a.Events))
-		}
+		tr, a := s.AskNew(t, simulate.FakeTrade{Channel: "wechatpay", TradeNo: channeltest.NewTradeNo("WU"), AmountFen: 999, Currency: "USD", Status: simulate.FakePaid},
+			channels.TradePaid, "", 1)
 		channeltest.SameMoney(t, "paid", a.Events[0], s.Notified(t, tr, simulate.StatusPaid))
 	})
 	t.Run("refunded", func(t *testing.T) {
-		tr := s.Add(t, simulate.FakeTrade{Channel: "wechatpay", TradeNo: channeltest.NewTradeNo("WR"), AmountFen: 1250, RefundFen: 250, Status: simulate.FakeRefunded})
-		a := ask(t, tr.TradeNo)
 		// The order query does not state the refund: the payment alone.
-		if a.State != channels.TradeRefunded || a.Status != "REFUND" || len(a.Events) != 1 {
-			t.Fatalf("answer %s %s with %d events, want PAID_REFUNDED REFUND with 1", a.State, a.Status, len(a.Events))
-		}
+		tr, a := s.AskNew(t, simulate.FakeTrade{Channel: "wechatpay", TradeNo: channeltest.NewTradeNo("WR"), AmountFen: 1250, RefundFen: 250, Status: simulate.FakeRefunded},
+			channels.TradeRefunded, "REFUND", 1)
 		channeltest.SameMoney(t, "payment", a.Events[0], s.Notified(t, tr, simulate.StatusPaid))
 		if a.Events[0].NotifyID != channels.QueryNotifyID(tr.TxnID) {
 			t.Errorf("notify id %q", a.Events[0].NotifyID)
 		}
 	})
 	t.Run("closed", func(t *testing.T) {
-		tr := s.Add(t, simulate.FakeTrade{Channel: "wechatpay", TradeNo: channeltest.NewTradeNo("WC"), AmountFen: 500, Status: simulate.FakeClosed})
-		a := ask(t, tr.TradeNo)
-		if a.State != channels.TradeClosed || a.Status != "CLOSED" || len(a.Events) != 1 {
-			t.Fatalf("answer %s %s with %d events, want CLOSED with 1", a.State, a.Status, len(a.Events))
-		}
+		tr, a := s.AskNew(t, simulate.FakeTrade{Channel: "wechatpay", TradeNo: channeltest.NewTradeNo("WC"), AmountFen: 500, Status: simulate.FakeClosed},
+			channels.TradeClosed, "CLOSED", 1)
 		ev := a.Events[0]
 		if ev.Kind != payment.KindClosed || ev.NotifyID != "query:close:"+tr.TradeNo || ev.TradeNo != tr.TradeNo ||
 			ev.ChannelTxnID != "" || ev.AmountFen != 500 || ev.Currency != "CNY" {
 			t.Errorf("close event %s", channeltest.Brief(ev))
 		}
 	})
-	t.Run("pending", func(t *testing.T) {
-		tr := s.Add(t, simulate.FakeTrade{Channel: "wechatpay", TradeNo: channeltest.NewTradeNo("WW"), AmountFen: 500, Status: simulate.FakePending})
-		if a := ask(t, tr.TradeNo); a.State != channels.TradeNotPaid || a.Status != "NOTPAY" || len(a.Events) != 0 {
-			t.Errorf("answer %+v, want NOT_PAID NOTPAY without events", a)
-		}
-	})
-	t.Run("not found", func(t *testing.T) {
-		if a := ask(t, channeltest.NewTradeNo("WN")); a.State != channels.TradeNotPaid || a.Status != "ORDER_NOT_EXIST" || len(a.Events) != 0 {
-			t.Errorf("answer %+v, want NOT_PAID ORDER_NOT_EXIST without events", a)
-		}
-	})
-	t.Run("bad signature", func(t *testing.T) {
-		tr := s.Add(t, simulate.FakeTrade{Channel: "wechatpay", TradeNo: channeltest.NewTradeNo("WB"), AmountFen: 100, Status: simulate.FakePaid})
-		s.Fake.Break("wechatpay", true)
-		defer s.Fake.Break("wechatpay", false)
-		a, err := q.QueryTrade(context.Background(), channels.TradeQuery{TradeNo: tr.TradeNo})
-		channeltest.WantErr(t, err, channels.ErrBadSignature, "a wrongly signed answer")
-		if a.State != "" || a.Events != nil {
-			t.Errorf("an answer came with the error: %+v", a)
-		}
-		_, err = q.QueryTrade(context.Background(), channels.TradeQuery{TradeNo: channeltest.NewTradeNo("WB")})
-		channeltest.WantErr(t, err, channels.ErrBadSignature, "a wrongly signed 404")
-	})
-	t.Run("request signed with another merchant key", func(t *testing.T) {
-		c := s.Cfg.Channels.WeChatPay
-		c.MerchantPrivateKeyFile = channeltest.WriteKeyFile(t, channeltest.NewRSAKey(t))
-		other, err := NewQuerier(c, s.Channels["wechatpay"].(*Channel), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tradeNo := channeltest.NewTradeNo("WK")
-		_, err = other.QueryTrade(context.Background(), channels.TradeQuery{TradeNo: tradeNo})
-		channeltest.WantErr(t, err, channels.ErrQueryFailed, "a request WeChat refused")
-		if !strings.Contains(fmt.Sprint(err), "401") {
-			t.Errorf("error %v does not say 401", err)
-		}
-		if n := s.Fake.Asked("wechatpay", tradeNo); n != 0 {
-			t.Errorf("the fake looked the trade up %d times for a badly signed request", n)
-		}
-	})
+	c := s.Cfg.Channels.WeChatPay
+	c.MerchantPrivateKeyFile = channeltest.WriteKeyFile(t, channeltest.NewRSAKey(t))
+	other, err := NewQuerier(c, s.Channels["wechatpay"].(*Channel), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.RunSignedQuery(t, channeltest.SignedQuery{Channel: "wechatpay", Prefix: "W", Pending: "NOTPAY", NotFound: "ORDER_NOT_EXIST",
+		Missing: "404", Other: other, Refused: "401"})
 }
 
 // wechatRequest is what a test server saw of the querier's request.
@@ -186,14 +128,7 @@ func wechatOrder(tradeNo string, edits map[string]any) string {
 		"trade_type":       "NATIVE",
 		"transaction_id":   "4200001234202605011234567890",
 	}
-	for k, v := range edits {
-		if v == nil {
-			delete(o, k)
-		} else {
-			o[k] = v
-		}
-	}
-	b, _ := json.Marshal(o) // plain values: cannot fail
+	b, _ := json.Marshal(withEdits(o, edits)) // plain values: cannot fail
 	return string(b)
 }
 
@@ -274,12 +209,7 @@ func TestWeChatPayQueryResponses(t *testing.T) {
 				t.Errorf("request %+v", r)
 			}
 			if tt.want != nil {
-				channeltest.WantErr(t, err, tt.want, name)
-				for _, other := range []error{channels.ErrQueryFailed, channels.ErrBadSignature, channels.ErrMalformed} {
-					if other != tt.want && errors.Is(err, other) {
-						t.Errorf("error %v is also %v", err, other)
-					}
-				}
+				channeltest.WantOnlyErr(t, err, tt.want, name)
 				return
 			}
 			if err != nil {
@@ -351,20 +281,14 @@ func TestWeChatPayQueryModes(t *testing.T) {
 // failed query that names where it went.
 func TestWeChatPayQueryTransport(t *testing.T) {
 	s := testQuerySandbox(t)
-	srv := httptest.NewServer(http.NotFoundHandler())
-	base := srv.URL
-	srv.Close()
+	base := channeltest.ClosedURL(t)
 	_, err := wechatQuerierAt(t, s, s.Channels["wechatpay"].(*Channel), base).QueryTrade(context.Background(), channels.TradeQuery{TradeNo: "T1"})
 	channeltest.WantErr(t, err, channels.ErrQueryFailed, "a closed port")
 	if host := strings.TrimPrefix(base, "http://"); !strings.Contains(fmt.Sprint(err), host) || strings.Contains(fmt.Sprint(err), "api.mch.weixin.qq.com") {
 		t.Errorf("error %v should name %s, the address asked", err, host)
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	_, err = s.Queriers["wechatpay"].QueryTrade(ctx, channels.TradeQuery{TradeNo: "T1"})
-	channeltest.WantErr(t, err, channels.ErrQueryFailed, "a cancelled context")
-	channeltest.WantErr(t, err, context.Canceled, "a cancelled context")
+	channeltest.WantCanceled(t, s.Queriers["wechatpay"], channels.TradeQuery{TradeNo: "T1"})
 
 	_, err = s.Queriers["wechatpay"].QueryTrade(context.Background(), channels.TradeQuery{TradeNo: "T/1"})
 	channeltest.WantErr(t, err, channels.ErrMalformed, "a trade_no that cannot be ours")
@@ -378,10 +302,7 @@ func TestNewWeChatPayQuerier(t *testing.T) {
 	good := s.Cfg.Channels.WeChatPay
 	good.MerchantPrivateKeyFile = channeltest.WriteKeyFile(t, s.MchKey)
 	const secret = "c2VjcmV0LWtleS1tYXRlcmlhbA=="
-	bad := filepath.Join(t.TempDir(), "bad.pem")
-	if err := os.WriteFile(bad, []byte("-----BEGIN PRIVATE KEY-----\n"+secret+"\n-----END PRIVATE KEY-----\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	bad := channeltest.NotAKeyFile(t, secret)
 
 	tests := map[string]struct {
 		edit    func(c *config.WeChatPay)
@@ -403,17 +324,8 @@ func TestNewWeChatPayQuerier(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			c := good
 			tt.edit(&c)
-			q, err := NewQuerier(c, v, nil)
-			switch {
-			case err == nil:
-				t.Fatalf("accepted, querier %v", q)
-			case errors.Is(err, channels.ErrNoCredentials) != tt.noCreds:
-				t.Errorf("error %v: ErrNoCredentials = %v, want %v", err, !tt.noCreds, tt.noCreds)
-			case !strings.Contains(err.Error(), tt.key):
-				t.Errorf("error %v does not name %s", err, tt.key)
-			case strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), "BEGIN"):
-				t.Errorf("error %v shows key material", err)
-			}
+			_, err := NewQuerier(c, v, nil)
+			channeltest.WantConfigRefused(t, err, tt.noCreds, tt.key, secret)
 		})
 	}
 	q, err := NewQuerier(good, v, nil)

@@ -190,14 +190,7 @@ func wechatPlainTxn(edits map[string]any) map[string]any {
 		"success_time": "2025-01-01T12:00:05+08:00",
 		"amount":       map[string]any{"total": 8888, "payer_total": 8888, "currency": "CNY", "payer_currency": "CNY"},
 	}
-	for k, v := range edits {
-		if v == nil {
-			delete(m, k)
-		} else {
-			m[k] = v
-		}
-	}
-	return m
+	return withEdits(m, edits)
 }
 
 // wechatPlainRefund is a refund resource with refund_status status; edits replace or (with nil)
@@ -208,6 +201,11 @@ func wechatPlainRefund(status string, edits map[string]any) map[string]any {
 		"out_refund_no": "R20250101000001", "refund_id": "50000000000000000000000001", "refund_status": status,
 		"amount": map[string]any{"total": 100, "refund": 100, "payer_total": 100, "payer_refund": 100},
 	}
+	return withEdits(m, edits)
+}
+
+// withEdits is m with edits applied: each field replaced, or deleted where its value is nil.
+func withEdits(m, edits map[string]any) map[string]any {
 	for k, v := range edits {
 		if v == nil {
 			delete(m, k)

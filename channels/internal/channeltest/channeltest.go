@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -127,12 +128,18 @@ func (s *Sandbox) Add(tb testing.TB, t simulate.FakeTrade) simulate.FakeTrade {
 // by the verifier. status is the simulator's (paid, refund).
 func (s *Sandbox) Notified(tb testing.TB, t simulate.FakeTrade, status string) payment.Event {
 	tb.Helper()
-	m, err := s.Signers[t.Channel].Sign(simulate.Payment{TradeNo: t.TradeNo, AmountFen: t.AmountFen, Currency: t.Currency,
-		TxnID: t.TxnID, Time: t.PaidAt, Status: status, RefundFen: t.RefundFen})
+	return SignVerified(tb, s.Signers[t.Channel], s.Channels[t.Channel], simulate.Payment{TradeNo: t.TradeNo, AmountFen: t.AmountFen,
+		Currency: t.Currency, TxnID: t.TxnID, Time: t.PaidAt, Status: status, RefundFen: t.RefundFen}, time.Now())
+}
+
+// SignVerified is the event ch reads at now from p's notification as signer signs it.
+func SignVerified(tb testing.TB, signer simulate.Signer, ch channels.Channel, p simulate.Payment, now time.Time) payment.Event {
+	tb.Helper()
+	m, err := signer.Sign(p)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ev, err := s.Channels[t.Channel].Verify(m.Body, m.Header, time.Now())
+	ev, err := ch.Verify(m.Body, m.Header, now)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -266,6 +273,25 @@ func ReadTestFile(tb testing.TB, name string) string {
 		tb.Fatal(err)
 	}
 	return string(data)
+}
+
+// ReadVectors is the lines of testdata/name that are neither blank nor # comments, each split
+// at tabs into fields; a line of another number of fields fails tb.
+func ReadVectors(tb testing.TB, name string, fields int) [][]string {
+	tb.Helper()
+	var vectors [][]string
+	for line := range strings.Lines(ReadTestFile(tb, name)) {
+		line = strings.TrimSuffix(line, "\n")
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Split(line, "\t")
+		if len(f) != fields {
+			tb.Fatalf("%s: want %d tab-separated fields, got %d", name, fields, len(f))
+		}
+		vectors = append(vectors, f)
+	}
+	return vectors
 }
 
 // ReadPrivateKey reads the PKCS#8 RSA key testdata/name.
