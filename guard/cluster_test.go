@@ -237,14 +237,19 @@ func TestClusterFailover(t *testing.T) {
 	if master == victim {
 		t.Fatalf("slot still mastered by the killed node %s", victim)
 	}
-	found, lock, err = g.CheckAndAcquire(ctx, tag, time.Minute, "pay:x", "note:y")
-	if err != nil || lock == nil {
-		t.Fatalf("after the failover: %v %v %v", found, lock, err)
-	}
-	g.MarkDoneAndRelease(ctx, g.Namespace(), tag, lock, "APPLIED", time.Minute, 1, "pay:x", "note:y")
-	if found, err := g.DoneAll(ctx, tag, "pay:x", "note:y"); err != nil || !found[0] || !found[1] {
-		t.Fatalf("markers after the failover: %v %v", found, err)
-	}
+	// A node that has not heard of the new master yet may still answer one call with an error,
+	// which starts the guard's skip interval (a second): the calls work again after it.
+	testenv.Eventually(t, 15*time.Second, func() error {
+		_, lock, err := g.CheckAndAcquire(ctx, tag, time.Minute, "pay:x", "note:y")
+		if err != nil || lock == nil {
+			return fmt.Errorf("lock after the failover: %v %v", lock, err)
+		}
+		g.MarkDoneAndRelease(ctx, g.Namespace(), tag, lock, "APPLIED", time.Minute, 1, "pay:x", "note:y")
+		if found, err := g.DoneAll(ctx, tag, "pay:x", "note:y"); err != nil || !found[0] || !found[1] {
+			return fmt.Errorf("markers after the failover: %v %v", found, err)
+		}
+		return nil
+	})
 }
 
 // A MOVED redirection (a real one: a plain client asking the wrong node) is the cluster
