@@ -95,6 +95,7 @@ func (s *Service) runAlone(it *batch.Item[createItem, createAnswer]) {
 
 // runGroup runs several creates in one group.
 func (s *Service) runGroup(b []*batch.Item[createItem, createAnswer]) {
+	s.formed.Add(int64(len(b)))
 	results, err := s.commitGroup(b)
 	if err == nil {
 		s.groups.Add(1)

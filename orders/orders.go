@@ -79,6 +79,7 @@ type Service struct {
 
 	group           *batch.Queue[createItem, createAnswer] // nil: every create alone (group.go)
 	groups, grouped atomic.Int64                           // groups committed, and the creates in them
+	formed          atomic.Int64                           // creates handed to a group, committed or not
 }
 
 func New(db *repository.DB, g *guard.Guard, cfg Config, render Render, log zerolog.Logger) *Service {
