@@ -65,7 +65,7 @@ func TestCloseClosesTheOrderOnlyWithNoOpenAttempt(t *testing.T) {
 		tn := f.order(100)
 		f.attempts(tn, [2]string{"alipay", ""}, [2]string{"wechatpay", ""})
 		f.apply(closeOf("alipay", tn, "A1", "c1"), payment.OutcomeJournalled)
-		f.wantOpen(tn, payment.OrderWaitPay, 1) // the WeChat attempt
+		f.wantOpen(tn, payment.OrderWaitPay, 1)                           // the WeChat attempt
 		f.apply(closeOf("alipay", tn, "A1", "c1"), payment.OutcomeRepeat) // the same notification again
 		f.apply(closeOf("wechatpay", tn, "", "c2"), payment.OutcomeClosed)
 		f.wantOpen(tn, payment.OrderClosed, 0)

@@ -22,4 +22,7 @@ while IFS= read -r -d '' f; do
   esac
 done < <(git ls-files -z)
 [ "$bad" = 0 ] || { echo "hygiene: remove these files from git and ignore them" >&2; exit 1; }
-echo "hygiene: $(git ls-files | wc -l) tracked files, none over 1 MB, no executable binaries"
+# Every tracked Go file is gofmt-formatted.
+unformatted=$(git ls-files -z '*.go' | xargs -0 gofmt -l)
+[ -z "$unformatted" ] || { printf 'hygiene: gofmt would change:\n%s\n' "$unformatted" >&2; exit 1; }
+echo "hygiene: $(git ls-files | wc -l) tracked files, none over 1 MB, no executable binaries, Go files gofmt-formatted"

@@ -14,12 +14,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/paygw/paygw/internal/testenv"
+	"github.com/paygw/paygw/payment"
 )
 
 const section = "## Walkthrough (after `make run`)"
@@ -204,7 +206,7 @@ func TestWalkthrough(t *testing.T) {
 	}
 
 	checkOutputs(t, outputs)
-	checkPaid(t, env, dir, trades, []string{"notify", "notify", "query", "bill"})
+	checkPaid(t, env, dir, trades, []payment.Source{payment.SourceNotify, payment.SourceNotify, payment.SourceQuery, payment.SourceBill})
 
 	if err := syscall.Kill(proc.Process.Pid, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -273,7 +275,7 @@ func checkOutputs(t *testing.T, outputs map[string]string) {
 
 // checkPaid asks the gateway about every order the walkthrough created: each must be PAID, with
 // nothing refunded, and its payment must come from the source the walkthrough names.
-func checkPaid(t *testing.T, env map[string]string, dir string, trades, sources []string) {
+func checkPaid(t *testing.T, env map[string]string, dir string, trades []string, sources []payment.Source) {
 	t.Helper()
 	if len(trades) != len(sources) {
 		t.Fatalf("the walkthrough created %d orders %v, want %d", len(trades), trades, len(sources))
@@ -309,7 +311,7 @@ func checkPaid(t *testing.T, env map[string]string, dir string, trades, sources 
 		for _, f := range v.Explanation.Facts {
 			srcs = append(srcs, f.Source)
 		}
-		if v.Order.Status != "PAID" || v.Order.RefundedFen != 0 || !strings.Contains(strings.Join(srcs, " "), sources[i]) {
+		if v.Order.Status != "PAID" || v.Order.RefundedFen != 0 || !slices.Contains(srcs, string(sources[i])) {
 			t.Errorf("order %d (%s): status %s, refunded %d, facts from %v; want PAID, 0, a fact from %q",
 				i+1, trade, v.Order.Status, v.Order.RefundedFen, srcs, sources[i])
 		}
