@@ -331,48 +331,43 @@ func NewIDs(h History, ns uint64) IDs {
 		sum := sha256.Sum256(append(b[:], fmt.Sprintf("%s/%d", label, i)...))
 		return sum[:]
 	}
-	digits := func(b []byte, n int) string { // n <= 32, the digest's length
-		var s strings.Builder
-		for i := range n {
-			s.WriteByte('0' + b[i]%10)
-		}
-		return s.String()
-	}
-	alnum := func(b []byte, n int) string {
-		const set = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-		var s strings.Builder
-		for i := range n {
-			s.WriteByte(set[int(b[i])%len(set)])
-		}
-		return s.String()
-	}
 	ids := IDs{TradeNo: fmt.Sprintf("H%x", d("trade", 0)[:12])}
 	ids.NotifyBase = fmt.Sprintf("%x", d("notify", 0)[:8])
 	for i, a := range h.Attempts {
-		b := d("txn", i)
-		switch a.Channel {
-		case Alipay:
-			ids.Txn = append(ids.Txn, "2026"+digits(b, 24))
-		case WeChat:
-			ids.Txn = append(ids.Txn, "4200"+digits(b, 24))
-		case Stripe:
-			ids.Txn = append(ids.Txn, "pi_3"+alnum(b, 23))
-		case UnionPay:
-			ids.Txn = append(ids.Txn, "7"+digits(b, 20))
-		}
+		ids.Txn = append(ids.Txn, idForms[a.Channel].txn.make(d("txn", i)))
 	}
 	for k, r := range h.Refunds {
-		b := d("refund", k)
-		switch h.Attempts[r.Attempt].Channel {
-		case Alipay:
-			ids.Refund = append(ids.Refund, "RF"+alnum(b, 20))
-		case WeChat:
-			ids.Refund = append(ids.Refund, "50"+digits(b, 28))
-		case Stripe:
-			ids.Refund = append(ids.Refund, "re_3"+alnum(b, 23))
-		case UnionPay:
-			ids.Refund = append(ids.Refund, "8"+digits(b, 20))
-		}
+		ids.Refund = append(ids.Refund, idForms[h.Attempts[r.Attempt].Channel].refund.make(d("refund", k)))
 	}
 	return ids
+}
+
+// idForm is how one kind of a channel's ids looks: a prefix, then n digits or n letters and
+// digits, drawn from a digest (n <= 32, the digest's length).
+type idForm struct {
+	prefix string
+	n      int
+	alnum  bool
+}
+
+// idForms are each channel's transaction and refund ids.
+var idForms = map[string]struct{ txn, refund idForm }{
+	Alipay:   {idForm{"2026", 24, false}, idForm{"RF", 20, true}},
+	WeChat:   {idForm{"4200", 24, false}, idForm{"50", 28, false}},
+	Stripe:   {idForm{"pi_3", 23, true}, idForm{"re_3", 23, true}},
+	UnionPay: {idForm{"7", 20, false}, idForm{"8", 20, false}},
+}
+
+func (f idForm) make(b []byte) string {
+	const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	var s strings.Builder
+	s.WriteString(f.prefix)
+	for i := range f.n {
+		if f.alnum {
+			s.WriteByte(letters[int(b[i])%len(letters)])
+		} else {
+			s.WriteByte('0' + b[i]%10)
+		}
+	}
+	return s.String()
 }
