@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -230,4 +231,26 @@ func (s *Sink) Stats(perOrder bool) SinkStats {
 		}
 	}
 	return st
+}
+
+// FetchSinkStats reads GET /stats of the sink at baseURL (http://host:port).
+func FetchSinkStats(ctx context.Context, client *http.Client, baseURL string, perOrder bool) (SinkStats, error) {
+	u := baseURL + "/stats"
+	if perOrder {
+		u += "?orders=1"
+	}
+	var st SinkStats
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return st, err
+	}
+	res, err := client.Do(req)
+	if err != nil {
+		return st, err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return st, fmt.Errorf("sink stats: %s", res.Status)
+	}
+	return st, json.NewDecoder(res.Body).Decode(&st)
 }

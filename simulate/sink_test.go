@@ -2,7 +2,7 @@ package simulate_test
 
 import (
 	"bytes"
-	"encoding/json"
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -40,17 +40,8 @@ func post(t *testing.T, client *http.Client, url string, body []byte, h http.Hea
 	return res.StatusCode
 }
 
-func newSinkSecret(t *testing.T) string {
-	t.Helper()
-	s, err := webhook.NewSecret()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return testenv.Secret(t, s)
-}
-
 func TestSinkCounts(t *testing.T) {
-	secret := newSinkSecret(t)
+	secret := testenv.WebhookSecret(t)
 	key := webhook.MustParseSecret(secret)
 	sink, err := simulate.NewSink(simulate.SinkOptions{Secrets: []string{secret}})
 	if err != nil {
@@ -74,8 +65,8 @@ func TestSinkCounts(t *testing.T) {
 		{paid, []webhook.Secret{key}, 204}, // a duplicate
 		{delivery{"evt_3", "order.paid", "T2", t0.Add(time.Minute)}, []webhook.Secret{key}, 204},
 		{delivery{"evt_4", "order.refunded", "T2", t0}, []webhook.Secret{key}, 204}, // before T2's paid
-		{refund, []webhook.Secret{webhook.MustParseSecret(newSinkSecret(t))}, 401},
-		{refund, []webhook.Secret{webhook.MustParseSecret(newSinkSecret(t)), key}, 204},              // a rotation
+		{refund, []webhook.Secret{webhook.MustParseSecret(testenv.WebhookSecret(t))}, 401},
+		{refund, []webhook.Secret{webhook.MustParseSecret(testenv.WebhookSecret(t)), key}, 204},      // a rotation
 		{delivery{"evt_5", "order.paid", "T1", t0.Add(2 * time.Minute)}, []webhook.Secret{key}, 204}, // T1 paid twice
 	} {
 		if got := send(c.d, c.keys...); got != c.want {
@@ -88,13 +79,8 @@ func TestSinkCounts(t *testing.T) {
 		t.Fatalf("id mismatch: %d, want 400", got)
 	}
 
-	res, err := srv.Client().Get(srv.URL + "/stats?orders=1")
+	st, err := simulate.FetchSinkStats(context.Background(), srv.Client(), srv.URL, true)
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	var st simulate.SinkStats
-	if err := json.NewDecoder(res.Body).Decode(&st); err != nil {
 		t.Fatal(err)
 	}
 	want := simulate.SinkStats{Requests: 8, Refused: 1, Malformed: 1, Accepted: 6, Distinct: 5, Duplicates: 1,
@@ -110,7 +96,7 @@ func TestSinkCounts(t *testing.T) {
 }
 
 func TestSinkMisbehaves(t *testing.T) {
-	secret := newSinkSecret(t)
+	secret := testenv.WebhookSecret(t)
 	key := webhook.MustParseSecret(secret)
 	draws := []float64{0.1, 0.5, 0.29, 0.31}
 	n := 0
@@ -158,7 +144,7 @@ func TestSinkMisbehaves(t *testing.T) {
 }
 
 func TestNewSinkRefuses(t *testing.T) {
-	secret := newSinkSecret(t)
+	secret := testenv.WebhookSecret(t)
 	for name, opt := range map[string]simulate.SinkOptions{
 		"no secret":        {},
 		"bad secret":       {Secrets: []string{"whsec_abc"}},

@@ -2,7 +2,7 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
+	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -76,13 +76,8 @@ func (p *sinkProc) deliver(t *testing.T, id, typ, tradeNo string, keys ...webhoo
 
 func (p *sinkProc) stats(t *testing.T) simulate.SinkStats {
 	t.Helper()
-	res, err := http.Get(p.url + "/stats")
+	st, err := simulate.FetchSinkStats(context.Background(), http.DefaultClient, p.url, false)
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	var st simulate.SinkStats
-	if err := json.NewDecoder(res.Body).Decode(&st); err != nil {
 		t.Fatal(err)
 	}
 	return st
@@ -92,7 +87,7 @@ func (p *sinkProc) stats(t *testing.T) simulate.SinkStats {
 // refuses a stranger's signature, counts duplicates, fails every delivery at --fail-rate 1, and
 // stops cleanly on SIGINT without printing its secret.
 func TestSimulateWebhookSink(t *testing.T) {
-	newer, older := sinkSecret(t), sinkSecret(t)
+	newer, older := testenv.WebhookSecret(t), testenv.WebhookSecret(t)
 	sink := startSink(t, []string{"PAYGW_SINK_SECRET=" + older}, "--secret", newer, "--secret", older)
 	kn, ko := webhook.MustParseSecret(newer), webhook.MustParseSecret(older)
 	for _, c := range []struct {
@@ -103,7 +98,7 @@ func TestSimulateWebhookSink(t *testing.T) {
 		{"evt_a", []webhook.Secret{kn}, 204},
 		{"evt_b", []webhook.Secret{ko}, 204},
 		{"evt_a", []webhook.Secret{kn, ko}, 204},
-		{"evt_c", []webhook.Secret{webhook.MustParseSecret(sinkSecret(t))}, 401},
+		{"evt_c", []webhook.Secret{webhook.MustParseSecret(testenv.WebhookSecret(t))}, 401},
 	} {
 		if got := sink.deliver(t, c.id, "order.paid", "T-"+c.id, c.keys...); got != c.want {
 			t.Fatalf("%s: %d, want %d\n%s", c.id, got, c.want, sink.out)
@@ -141,13 +136,4 @@ func TestSimulateWebhookSink(t *testing.T) {
 	if strings.Contains(failing.out.String(), "evt_f") {
 		t.Fatalf("--quiet printed a delivery:\n%s", failing.out)
 	}
-}
-
-func sinkSecret(t *testing.T) string {
-	t.Helper()
-	s, err := webhook.NewSecret()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return testenv.Secret(t, s)
 }

@@ -24,11 +24,7 @@ type consumer struct {
 
 func startConsumer(t *testing.T) consumer {
 	t.Helper()
-	s, err := webhook.NewSecret()
-	if err != nil {
-		t.Fatal(err)
-	}
-	secret := testenv.Secret(t, s)
+	secret := testenv.WebhookSecret(t)
 	dsn := testenv.EmptyDatabase(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	ready, done := make(chan string, 1), make(chan error, 1)
@@ -143,12 +139,8 @@ func TestEventsOfOneOrder(t *testing.T) {
 func TestRefusedAndFailed(t *testing.T) {
 	c := startConsumer(t)
 	body := event("evt_x", "order.paid", "T300", 0)
-	other, err := webhook.NewSecret()
-	if err != nil {
-		t.Fatal(err)
-	}
 	for name, code := range map[string]int{
-		"another secret": c.deliver(t, "evt_x", time.Now(), body, webhook.MustParseSecret(testenv.Secret(t, other))),
+		"another secret": c.deliver(t, "evt_x", time.Now(), body, webhook.MustParseSecret(testenv.WebhookSecret(t))),
 		"too old":        c.deliver(t, "evt_x", time.Now().Add(-10*time.Minute), body),
 		"id mismatch":    c.deliver(t, "evt_y", time.Now(), body),
 	} {
