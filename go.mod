@@ -23,6 +23,7 @@ require (
 	github.com/smartwalle/alipay/v3 v3.2.30
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.9
+	github.com/standard-webhooks/standard-webhooks/libraries v1.3.0
 	github.com/stripe/stripe-go/v82 v82.5.1
 	github.com/wechatpay-apiv3/wechatpay-go v0.2.21
 	go.yaml.in/yaml/v3 v3.0.6

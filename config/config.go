@@ -37,6 +37,7 @@ type Config struct {
 	Reconcile   Reconcile   `koanf:"reconcile"`
 	Admin       Admin       `koanf:"admin"`
 	Journal     Journal     `koanf:"journal"`
+	Webhooks    Webhooks    `koanf:"webhooks"`
 }
 
 // Journal is the notification journal: every verified notification and trade-query answer.
@@ -268,6 +269,7 @@ func defaults() map[string]any {
 		"reconcile.local_only_grace":           "48h",
 		"reconcile.bill_at":                    "10:30",
 		"admin.addr":                           "",
+		"webhooks.retry_schedule":              DefaultRetrySchedule,
 	}
 }
 
@@ -301,6 +303,7 @@ func Load(path string, environ []string) (*Config, error) {
 			refuseEmptyScalars,
 			mapstructure.StringToTimeDurationHookFunc(),
 			mapstructure.StringToSliceHookFunc(","), // lists from the environment: a,b
+			stringToDurations,
 			mapstructure.TextUnmarshallerHookFunc()),
 		ErrorUnused:      true,
 		WeaklyTypedInput: true,
@@ -413,6 +416,7 @@ func (c *Config) Validate() error {
 		bad("admin.addr", "must differ from http.addr: the admin listener is not for the channels")
 	}
 	c.validateChannels(bad)
+	c.validateWebhooks(bad)
 	if len(errs) == 0 {
 		return nil
 	}
@@ -611,6 +615,7 @@ func (c *Config) Masked() string {
 	if m.Channels.UnionPay.SignCertPassword != "" {
 		m.Channels.UnionPay.SignCertPassword = "***"
 	}
+	maskWebhooks(&m)
 	b, _ := json.Marshal(byKey(reflect.ValueOf(m))) // maps of plain values: cannot fail
 	return string(b)
 }

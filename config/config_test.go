@@ -48,6 +48,8 @@ func wantDefaults() Config {
 		},
 		Reconcile: Reconcile{QueryInterval: time.Minute, QueryAfter: 10 * time.Minute, QueryMaxAge: 72 * time.Hour, QPS: 10,
 			StripeTimezone: "UTC", LocalOnlyGrace: 48 * time.Hour, BillAt: "10:30"},
+		Webhooks: Webhooks{RetrySchedule: []time.Duration{5 * time.Second, 5 * time.Minute, 30 * time.Minute,
+			2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour}},
 	}
 }
 
@@ -80,6 +82,7 @@ func TestLoad(t *testing.T) {
 				c.Redis.Addr = "127.0.0.1:6379"
 				c.Channels.Alipay.AppID = "2021000000000000"
 				c.Channels.WeChatPay.MchID, c.Channels.WeChatPay.AppID = "1900000001", "wx0000000000000000"
+				c.Webhooks.Endpoints = []Endpoint{}
 			},
 		},
 		"issue block loads unchanged": {

@@ -18,6 +18,7 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte("redis:\n  mode: sentinel\n  addrs: [\"127.0.0.1:26379\"]\n"))
 	f.Add([]byte("idempotency:\n  enabled: \"\"\n  redis_ttl: -1s\n"))
 	f.Add([]byte("mysql: [unclosed\n"))
+	f.Add([]byte("webhooks:\n  endpoints:\n    - {name: a, url: \"http://127.0.0.1:1/\", secrets: [whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw], events: [order.paid]}\n  retry_schedule: [1s]\n"))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		c, err := Load(writeConfig(t, string(body)), nil)
 		if err != nil {

@@ -34,7 +34,7 @@ func commandPaths(t *testing.T) map[string]*cobra.Command {
 func TestEveryCommandHasHelp(t *testing.T) {
 	cmds := commandPaths(t)
 	for _, want := range []string{"", "serve", "migrate", "migrate status", "sweep", "purge", "doctor", "markers", "markers flush",
-		"why", "reconcile", "reconcile query", "reconcile bill", "simulate", "simulate keys", "simulate notify", "simulate serve",
+		"why", "reconcile", "reconcile query", "reconcile bill", "simulate", "simulate keys", "simulate notify", "simulate serve", "simulate webhook-sink",
 		"version", "completion", "help"} {
 		if cmds[want] == nil {
 			t.Errorf("no command %q in the tree", want)
@@ -113,6 +113,8 @@ func TestExitCodes(t *testing.T) {
 		"why of no trade_no":        {[]string{"why", "not a trade no", "--config", cfg}, exitUsage, []string{"is not a trade_no"}},
 		"simulate keys without out": {[]string{"simulate", "keys"}, exitUsage, []string{`required flag(s) "out" not set`}},
 		"simulate bad repeat":       {[]string{"simulate", "notify", "--channel", "alipay", "--trade-no", "T1", "--repeat", "0"}, exitUsage, []string{"--repeat and --concurrency must be at least 1"}},
+		"sink with a bad secret":    {[]string{"simulate", "webhook-sink", "--secret", "whsec_c2hvcnQ="}, exitUsage, []string{"malformed secret", "decodes to 5 bytes"}},
+		"sink without a secret":     {[]string{"simulate", "webhook-sink"}, exitUsage, []string{"malformed secret"}},
 		"completion of no shell":    {[]string{"completion", "tcsh"}, exitUsage, []string{`invalid argument "tcsh"`}},
 		"config missing":            {[]string{"sweep", "--config", filepath.Join(t.TempDir(), "none.yaml")}, exitFailed, []string{"none.yaml"}},
 		"mysql unreachable":         {[]string{"purge", "--config", cfg}, exitFailed, []string{"paygw:"}},

@@ -39,8 +39,8 @@ var errDoctorFailed = errors.New("doctor: a check failed (see the FAIL lines)")
 // timestamp windows are 300 s, and the leases and the sweeper go by the database's clock.
 const maxClockSkew = 60 * time.Second
 
-// checklist records one line per check: "ok", "FAIL" or "skip", the check's name, the detail;
-// it prints each as it comes unless the output is JSON.
+// checklist records one line per check: "ok", "WARN", "FAIL" or "skip", the check's name, the
+// detail; it prints each as it comes unless the output is JSON.
 type checklist struct {
 	w      io.Writer // nil: print nothing
 	checks []check
@@ -49,7 +49,7 @@ type checklist struct {
 
 // check is one line of the checklist.
 type check struct {
-	Status string `json:"status"` // ok, FAIL or skip
+	Status string `json:"status"` // ok, WARN, FAIL or skip
 	Name   string `json:"name"`
 	Detail string `json:"detail"`
 }
@@ -58,6 +58,9 @@ func (c *checklist) ok(name, format string, args ...any) { c.line("ok", name, fo
 func (c *checklist) skip(name, format string, args ...any) {
 	c.line("skip", name, format, args...)
 }
+
+// warn is a line that does not fail the run: something an operator should look at.
+func (c *checklist) warn(name, format string, args ...any) { c.line("WARN", name, format, args...) }
 
 func (c *checklist) fail(name, format string, args ...any) {
 	c.failed++
@@ -78,7 +81,8 @@ func (a *app) doctorCmd() *cobra.Command {
 		Short: "check a deployment before going live: a checklist, exit 1 on a failure",
 		Long: `Check the config, the keys and certificates, MySQL (migrations, session, clock), Redis, the
 notify routes of the running serve (a self-signed probe each must refuse) and, with outbound
-credentials, one trade query per channel: one line per check, ok, FAIL or skip.`,
+credentials, one trade query per channel, and each webhook endpoint (secrets, reachable, a WARN for
+plain http to another host): one line per check, ok, WARN, FAIL or skip.`,
 		Args: cobra.NoArgs,
 	}, exitFailed)
 	path := configFlag(c)
@@ -148,6 +152,7 @@ func doctor(ctx context.Context, cfg *config.Config, c *checklist, probe bool) {
 	if err == nil {
 		doctorQueries(ctx, cfg, chs, c)
 	}
+	doctorWebhooks(ctx, cfg, c)
 }
 
 // doctorSecrets: the secrets each enabled channel verifies with are present (Load refused the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"slices"
 	"time"
@@ -21,6 +22,7 @@ const simulateLong = `Play a payment channel against a running gateway.
                         [--refund-fen N] [--refund-total-fen N] [--refund-id ID] [--charset CS]
                         [--schedule [--speedup F]] [--target URL] [--keys DIR]
   paygw simulate serve  --keys DIR [--addr 127.0.0.1:8090] [--state FILE] [--notify URL]
+  paygw simulate webhook-sink --secret whsec_... [--addr 127.0.0.1:8099] [--fail-rate 0.3] [--slow 2s]
 
 keys writes sandbox key material for every channel into DIR, plus DIR/channels.yaml: the
 channels: block that makes a gateway trust it. notify signs real-format notifications with those
@@ -34,10 +36,14 @@ serve is a fake of the four channels' servers: it answers trade queries, signed 
 signs, about the trades added with POST /_sim/trades {"channel","trade_no","amount_fen","status",
 "txn_id"} (status paid, pending, closed, refunded), notifying --notify (the gateway's base URL) of
 each unless "drop_notify":true. --state keeps the trades in FILE across restarts.
+webhook-sink plays the merchant's side of paygw's webhooks: it verifies each delivery (Standard
+Webhooks), answers 204, or 500 for the --fail-rate fraction, after --slow, and counts what it
+accepted at GET /stats.
 `
 
 func (a *app) simulateCmd() *cobra.Command {
-	c := a.group("simulate", "play a payment channel against a gateway", a.simKeysCmd(), a.simNotifyCmd(), a.simServeCmd())
+	c := a.group("simulate", "play a payment channel against a gateway", a.simKeysCmd(), a.simNotifyCmd(), a.simServeCmd(),
+		a.simSinkCmd())
 	c.Long = simulateLong
 	return c
 }
@@ -197,13 +203,23 @@ func (a *app) simServe(ctx context.Context, keys, addr, state, notify string) er
 			return fmt.Errorf("simulate serve: --state: %w", err)
 		}
 	}
-	srv := &http.Server{Addr: addr, Handler: fake.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	return a.serveUntil(ctx, "simulate serve", addr, fake.Handler(),
+		fmt.Sprintf("fake channels on http://%s (trades: POST /_sim/trades)", addr))
+}
+
+// serveUntil serves h on addr, prints banner once listening, and stops when ctx ends.
+func (a *app) serveUntil(ctx context.Context, name, addr string, h http.Handler, banner string) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
-	fmt.Fprintf(a.stdout, "fake channels on http://%s (trades: POST /_sim/trades)\n", addr)
+	go func() { errc <- srv.Serve(l) }()
+	fmt.Fprintln(a.stdout, banner)
 	select {
 	case err := <-errc:
-		return fmt.Errorf("simulate serve: %w", err)
+		return fmt.Errorf("%s: %w", name, err)
 	case <-ctx.Done():
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -10,12 +10,15 @@
 // the test processes' stdout and stderr) and the logs of the services the tests ran against
 // (.services/: MariaDB and Redis). It does not see what a child process wrote into a
 // test's temporary directory (removed when the test ends) unless the test copied it to its log,
-// nor HTTP bodies or Redis values that were never logged.
+// nor HTTP bodies or Redis values that were never logged. A whsec_ secret (a webhook endpoint's,
+// Stripe's) is also found by its base64 part alone and by the key it decodes to (see forms).
 package main
 
 import (
 	"bufio"
 	"bytes"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -138,15 +141,46 @@ func readSecrets(path string) ([]string, error) {
 	return out, nil
 }
 
-// scan returns the secrets that occur in log.
+// scan returns the secrets that occur in log, in any of their forms.
 func scan(secrets []string, log []byte) []string {
 	var found []string
 	for _, s := range secrets {
-		if bytes.Contains(log, []byte(s)) {
-			found = append(found, s)
+		for _, f := range forms(s) {
+			if bytes.Contains(log, f) {
+				found = append(found, s)
+				break
+			}
 		}
 	}
 	return found
+}
+
+// webhookPrefix starts a Standard Webhooks (and Stripe) signing secret.
+const webhookPrefix = "whsec_"
+
+// forms are the texts that give s away. A whsec_ secret is also given away by its base64 part
+// alone, and, when that decodes, by the HMAC key it stands for: raw, hex, or re-encoded in the
+// other base64 alphabets (a log line that prints the key a signer used).
+func forms(s string) [][]byte {
+	out := [][]byte{[]byte(s)}
+	body, ok := strings.CutPrefix(s, webhookPrefix)
+	if !ok || len(body) < minLen {
+		return out
+	}
+	out = append(out, []byte(body))
+	key, err := base64.StdEncoding.DecodeString(body)
+	if err != nil || len(key) < minLen {
+		return out
+	}
+	seen := map[string]bool{body: true}
+	for _, f := range []string{string(key), hex.EncodeToString(key), base64.RawStdEncoding.EncodeToString(key),
+		base64.URLEncoding.EncodeToString(key), base64.RawURLEncoding.EncodeToString(key)} {
+		if !seen[f] {
+			seen[f] = true
+			out = append(out, []byte(f))
+		}
+	}
+	return out
 }
 
 // prefix is what a report may show of a secret: its first four bytes.

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"strings"
@@ -95,5 +97,33 @@ func TestScanDirectory(t *testing.T) {
 	}
 	if err := run([]string{"-secrets", secrets, "-log", clean, "-log", logs}, &bytes.Buffer{}, &bytes.Buffer{}); err != nil {
 		t.Fatalf("clean logs: %v", err)
+	}
+}
+
+// A whsec_ secret leaks as itself, as its base64 part without the prefix, and as the HMAC key it
+// decodes to, raw, in hex or in another base64 alphabet; a different key is not reported.
+func TestScanWebhookSecretForms(t *testing.T) {
+	key := []byte("\xfb\xff\x00webhook-key-of-24-bytes!") // 27 bytes, with + and / in its base64
+	secret := "whsec_" + base64.StdEncoding.EncodeToString(key)
+	other := "whsec_" + base64.StdEncoding.EncodeToString([]byte("another-key-of-24-bytes!!"))
+	tests := map[string]struct {
+		log  string
+		leak bool
+	}{
+		"whole":       {"secret=" + secret, true},
+		"base64 part": {"key=" + strings.TrimPrefix(secret, "whsec_") + " ok", true},
+		"hex key":     {"key=" + hex.EncodeToString(key), true},
+		"raw key":     {"key=" + string(key), true},
+		"url base64":  {"key=" + base64.RawURLEncoding.EncodeToString(key), true},
+		"another key": {"secret=" + other, false},
+		"prefix only": {"secret=whsec_*** masked", false},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			found := scan([]string{secret}, []byte(tc.log))
+			if (len(found) > 0) != tc.leak {
+				t.Fatalf("scan found %d, want leak %v", len(found), tc.leak)
+			}
+		})
 	}
 }

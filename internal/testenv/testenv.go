@@ -25,6 +25,7 @@ import (
 
 	"github.com/paygw/paygw/guard"
 	"github.com/paygw/paygw/repository"
+	"github.com/paygw/paygw/webhook"
 )
 
 const hint = "start MariaDB and Redis with `make services` (or run `make test`)"
@@ -501,4 +502,14 @@ func OwnRedis(tb testing.TB, port int) string {
 		return rdb.Ping(context.Background()).Err()
 	})
 	return addr
+}
+
+// WebhookSecret is a fresh whsec_ secret, registered with Secret.
+func WebhookSecret(tb testing.TB) string {
+	tb.Helper()
+	s, err := webhook.NewSecret()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return Secret(tb, s)
 }
