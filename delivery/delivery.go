@@ -61,8 +61,9 @@ type Store interface {
 	EventByID(ctx context.Context, eventID string) (repository.SequencedEvent, error)
 	FanOut(ctx context.Context, endpoint string, shard int, from, to int64, rows []repository.NewDelivery) error
 	DueDeliveries(ctx context.Context, shard int, endpoints []string, now time.Time, limit int) ([]repository.DueDelivery, error)
-	RecordAttempt(ctx context.Context, version int64, a repository.WebhookAttempt, status string, next *time.Time) error
+	RecordAttempt(ctx context.Context, d repository.DueDelivery, a repository.WebhookAttempt, status string, next *time.Time, now time.Time) error
 	DisableDeliveries(ctx context.Context, endpoint string, shard int) (int64, error)
+	WakeWaiting(ctx context.Context, shard int, now time.Time, limit int) (int64, error)
 	OldestUndelivered(ctx context.Context) (map[string]time.Time, error)
 	Redeliver(ctx context.Context, ev repository.SequencedEvent, shard int, endpoints []string, now time.Time) error
 	Deliveries(ctx context.Context, f repository.DeliveryFilter) ([]repository.WebhookDelivery, error)
@@ -82,7 +83,7 @@ type Options struct {
 	Holder   string           // this replica in the leases (lease.Holder)
 	Poll     time.Duration    // how often an idle shard, or a shard held by another, is looked at
 	Batch    int              // due deliveries read at once per shard
-	Parallel int              // POSTs in flight at once per shard
+	Parallel int              // POSTs in flight at once per endpoint and shard
 	LeaseTTL time.Duration
 	Backlog  time.Duration // how often the oldest-undelivered gauge is read
 	Metrics  *metrics.Metrics
@@ -214,8 +215,10 @@ func (d *Dispatcher) hold(ctx context.Context, shard int) {
 		return
 	}
 	defer release()
+	r := &run{d: d, shard: shard, inflight: map[int64]bool{}, busy: map[string]int{}, finished: map[int64]sent{}, wake: make(chan struct{}, 1)}
+	defer r.wg.Wait() // before release: no POST of this holder outlives its lease
 	for held.Err() == nil {
-		n, err := d.pass(held, shard)
+		n, err := r.pass(held)
 		if err != nil && held.Err() == nil {
 			d.o.Log.Warn().Err(err).Int("shard", shard).Msg("webhooks: a delivery pass failed")
 		}
@@ -224,6 +227,7 @@ func (d *Dispatcher) hold(ctx context.Context, shard int) {
 		}
 		select {
 		case <-held.Done():
+		case <-r.wake:
 		case <-time.After(d.o.Poll):
 		}
 	}

@@ -49,7 +49,7 @@ func (d *Dispatcher) send(ctx context.Context, shard int, dd repository.DueDeliv
 	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	a := repository.WebhookAttempt{DeliveryID: dd.ID, At: at, StatusCode: out.code, LatencyMS: out.latency.Milliseconds(), Error: out.err}
-	err := d.store.RecordAttempt(bctx, dd.Version, a, status, next)
+	err := d.store.RecordAttempt(bctx, dd, a, status, next, d.o.Now())
 	switch {
 	case errors.Is(err, repository.ErrFenced):
 		d.o.Log.Info().Str("endpoint", dd.Endpoint).Str("event_id", dd.EventID).

@@ -110,7 +110,10 @@ type NewDelivery struct {
 
 // FanOut inserts the deliveries (an existing one for the same event and endpoint stays as it is)
 // and moves the cursor of (endpoint, shard) from from to to, in one transaction: ErrFenced if the
-// cursor is no longer at from (another holder moved it), and nothing is inserted.
+// cursor is no longer at from (another holder moved it), and nothing is inserted. rows are in seq
+// order. A pending delivery whose order has an earlier one pending to the endpoint is inserted
+// waiting (next_attempt_at NULL): the earlier one's end makes it due (RecordAttempt), so the
+// due reads never walk past a queue of waiting events.
 func (db *DB) FanOut(ctx context.Context, endpoint string, shard int, from, to int64, rows []NewDelivery) error {
 	return db.InTx(ctx, func(tx *Tx) error {
 		const qCursor = `UPDATE webhook_cursor SET seq = ? WHERE endpoint = ? AND shard = ? AND seq = ?`
@@ -124,6 +127,10 @@ func (db *DB) FanOut(ctx context.Context, endpoint string, shard int, from, to i
 		if len(rows) == 0 {
 			return nil
 		}
+		queued, err := tx.pendingOrders(ctx, endpoint, rows)
+		if err != nil {
+			return err
+		}
 		const q = `INSERT IGNORE INTO webhook_delivery
 			(endpoint, event_id, seq, type, trade_no, shard, status, next_attempt_at, event_time) VALUES `
 		var b strings.Builder
@@ -135,8 +142,9 @@ func (db *DB) FanOut(ctx context.Context, endpoint string, shard int, from, to i
 			}
 			b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?)")
 			var due any
-			if r.Status == DeliveryPending {
+			if r.Status == DeliveryPending && !queued[r.Event.TradeNo] {
 				due = r.Due
+				queued[r.Event.TradeNo] = true
 			}
 			args = append(args, r.Endpoint, r.Event.EventID, r.Event.Seq, r.Event.Type, r.Event.TradeNo, r.Shard, r.Status, due,
 				r.Event.Created)
@@ -144,6 +152,32 @@ func (db *DB) FanOut(ctx context.Context, endpoint string, shard int, from, to i
 		_, err = tx.x.ExecContext(ctx, b.String(), args...)
 		return err
 	})
+}
+
+// pendingOrders answers which of the rows' orders have a delivery pending to endpoint. The read
+// locks them: a RecordAttempt ending one of them either committed before (the read sees it
+// ended) or waits for this transaction (and then makes the row inserted here due); without the
+// lock it could end its delivery between this read and the insert and leave the new row waiting
+// for ever.
+func (tx *Tx) pendingOrders(ctx context.Context, endpoint string, rows []NewDelivery) (map[string]bool, error) {
+	trades := make([]string, len(rows))
+	for i, r := range rows {
+		trades[i] = r.Event.TradeNo
+	}
+	const q = `SELECT trade_no FROM webhook_delivery WHERE endpoint = ? AND trade_no IN (?) AND status = 'pending' FOR UPDATE`
+	query, args, err := sqlx.In(q, endpoint, trades)
+	if err != nil {
+		return nil, err
+	}
+	var pending []string
+	if err := tx.x.SelectContext(ctx, &pending, query, args...); err != nil {
+		return nil, err
+	}
+	out := make(map[string]bool, len(pending))
+	for _, t := range pending {
+		out[t] = true
+	}
+	return out, nil
 }
 
 func errorOr(err, otherwise error) error {
@@ -169,7 +203,8 @@ type DueDelivery struct {
 
 // DueDeliveries reads up to limit pending deliveries of shard to the endpoints named, due at now,
 // oldest due first. A delivery waits while an earlier event (smaller seq) of its order to the
-// same endpoint is pending: events of one order reach an endpoint in order.
+// same endpoint is pending: events of one order reach an endpoint in order. (FanOut inserts such
+// a one waiting; the NOT EXISTS keeps the order also for an old event redelivered.)
 func (db *DB) DueDeliveries(ctx context.Context, shard int, endpoints []string, now time.Time, limit int) ([]DueDelivery, error) {
 	if len(endpoints) == 0 {
 		return nil, nil
@@ -179,7 +214,7 @@ func (db *DB) DueDeliveries(ctx context.Context, shard int, endpoints []string, 
 		WHERE d.shard = ? AND d.status = 'pending' AND d.next_attempt_at <= ? AND d.endpoint IN (?)
 		AND NOT EXISTS (SELECT 1 FROM webhook_delivery p
 			WHERE p.endpoint = d.endpoint AND p.trade_no = d.trade_no AND p.status = 'pending' AND p.seq < d.seq)
-		ORDER BY d.next_attempt_at, d.seq LIMIT ?`
+		ORDER BY d.next_attempt_at LIMIT ?`
 	query, args, err := sqlx.In(q, shard, now, endpoints, limit)
 	if err != nil {
 		return nil, err
@@ -199,12 +234,13 @@ type WebhookAttempt struct {
 
 // RecordAttempt stores an attempt of the delivery and sets its status and next attempt (nil for
 // none) in one transaction, if the delivery is still pending at the version the caller read;
-// ErrFenced (and nothing stored) otherwise.
-func (db *DB) RecordAttempt(ctx context.Context, version int64, a WebhookAttempt, status string, next *time.Time) error {
+// ErrFenced (and nothing stored) otherwise. A delivery that ends (any status but pending) makes
+// the next waiting event of its order to the endpoint due at now.
+func (db *DB) RecordAttempt(ctx context.Context, d DueDelivery, a WebhookAttempt, status string, next *time.Time, now time.Time) error {
 	return db.InTx(ctx, func(tx *Tx) error {
 		const qUpd = `UPDATE webhook_delivery SET status = ?, attempts = attempts + 1, version = version + 1, next_attempt_at = ?
 			WHERE id = ? AND status = 'pending' AND version = ?`
-		res, err := tx.x.ExecContext(ctx, qUpd, status, next, a.DeliveryID, version)
+		res, err := tx.x.ExecContext(ctx, qUpd, status, next, d.ID, d.Version)
 		if err != nil {
 			return err
 		}
@@ -212,9 +248,40 @@ func (db *DB) RecordAttempt(ctx context.Context, version int64, a WebhookAttempt
 			return errorOr(err, ErrFenced)
 		}
 		const q = `INSERT INTO webhook_attempt (delivery_id, at, status_code, latency_ms, error) VALUES (?, ?, ?, ?, ?)`
-		_, err = tx.x.ExecContext(ctx, q, a.DeliveryID, a.At, a.StatusCode, a.LatencyMS, a.Error)
+		if _, err = tx.x.ExecContext(ctx, q, d.ID, a.At, a.StatusCode, a.LatencyMS, a.Error); err != nil || status == DeliveryPending {
+			return err
+		}
+		const qNext = `UPDATE webhook_delivery SET next_attempt_at = ?, version = version + 1
+			WHERE endpoint = ? AND trade_no = ? AND status = 'pending' AND next_attempt_at IS NULL ORDER BY seq LIMIT 1`
+		_, err = tx.x.ExecContext(ctx, qNext, now, d.Endpoint, d.TradeNo)
 		return err
 	})
+}
+
+// WakeWaiting makes due at now up to limit waiting deliveries of shard (next_attempt_at NULL)
+// that have no earlier event of their order pending: the repair of a wake RecordAttempt did not
+// make (a Galera node does not see another node's row locks). It answers how many it woke.
+func (db *DB) WakeWaiting(ctx context.Context, shard int, now time.Time, limit int) (int64, error) {
+	const q = `SELECT d.id FROM webhook_delivery d
+		WHERE d.shard = ? AND d.status = 'pending' AND d.next_attempt_at IS NULL
+		AND NOT EXISTS (SELECT 1 FROM webhook_delivery p
+			WHERE p.endpoint = d.endpoint AND p.trade_no = d.trade_no AND p.status = 'pending' AND p.seq < d.seq)
+		LIMIT ?`
+	var ids []int64
+	if err := db.x.SelectContext(ctx, &ids, q, shard, limit); err != nil || len(ids) == 0 {
+		return 0, err
+	}
+	const qWake = `UPDATE webhook_delivery SET next_attempt_at = ?, version = version + 1
+		WHERE id IN (?) AND status = 'pending' AND next_attempt_at IS NULL`
+	query, args, err := sqlx.In(qWake, now, ids)
+	if err != nil {
+		return 0, err
+	}
+	res, err := db.x.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
 }
 
 // DisableDeliveries turns the pending deliveries of shard to endpoint into disabled ones.
