@@ -13,6 +13,7 @@ import (
 
 	"github.com/paygw/paygw/delivery"
 	"github.com/paygw/paygw/internal/testenv"
+	"github.com/paygw/paygw/metrics"
 	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/repository"
 )
@@ -381,13 +382,29 @@ func TestList(t *testing.T) {
 	e := newEnv(t)
 	ok := newSink(t, nil)
 	bad := newSink(t, func(string, string) int { return 500 })
+	m := metrics.New("test")
 	d, _ := serve(t, e.db, delivery.Options{Endpoints: []delivery.Endpoint{ok.endpoint("ok"), bad.endpoint("bad")},
-		Schedule: []time.Duration{time.Hour}})
+		Schedule: []time.Duration{time.Hour}, Metrics: m, Backlog: 10 * time.Millisecond})
 	e.registered(t, "ok", "bad")
 	e.insert(t, orders(5, 1, 1)...)
 	testenv.Until(t, wait, "tried", func() bool {
 		return e.statusCount(t, "ok", repository.DeliveryDelivered) == 5 && e.count(t, "SELECT COUNT(*) FROM webhook_attempt") == 10
 	})
+	for _, c := range []struct {
+		endpoint, result string
+		want             float64
+	}{{"ok", metrics.WebhookDelivered, 5}, {"ok", metrics.WebhookRetry, 0}, {"bad", metrics.WebhookRetry, 5}, {"bad", metrics.WebhookFailed, 0}} {
+		if got := gathered(t, m, "paygw_webhook_deliveries_total", c.endpoint, c.result); got != c.want {
+			t.Errorf("deliveries{%s,%s} = %v, want %v", c.endpoint, c.result, got, c.want)
+		}
+	}
+	testenv.Until(t, wait, "the backlog gauge", func() bool {
+		return gathered(t, m, "paygw_webhook_oldest_undelivered_seconds", "bad", "") > 0 &&
+			gathered(t, m, "paygw_webhook_oldest_undelivered_seconds", "ok", "") == 0
+	})
+	if n := gathered(t, m, "paygw_webhook_attempt_duration_seconds", "bad", ""); n != 5 {
+		t.Errorf("%v POSTs to bad timed, want 5", n)
+	}
 	ctx := context.Background()
 	var all []delivery.Delivery
 	cursor := ""
@@ -420,6 +437,39 @@ func TestList(t *testing.T) {
 			t.Errorf("%s: no error", name)
 		}
 	}
+}
+
+// gathered reads a webhook family's value for endpoint (and result, if not ""): a counter's or
+// gauge's value, a histogram's count.
+func gathered(t *testing.T, m *metrics.Metrics, family, endpoint, result string) float64 {
+	t.Helper()
+	fams, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != family {
+			continue
+		}
+		for _, mt := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range mt.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["endpoint"] != endpoint || result != "" && labels["result"] != result {
+				continue
+			}
+			switch {
+			case mt.Counter != nil:
+				return mt.GetCounter().GetValue()
+			case mt.Gauge != nil:
+				return mt.GetGauge().GetValue()
+			case mt.Histogram != nil:
+				return float64(mt.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return -1
 }
 
 func FuzzParseCursor(f *testing.F) {
