@@ -15,7 +15,7 @@ type (
 	// Page is one page of deliveries; NextCursor is "" after the last.
 	Page struct {
 		Deliveries []Delivery `json:"deliveries"`
-		NextCursor string     `json:"next_cursor"`
+		NextCursor string     `json:"next_cursor,omitempty"`
 	}
 	// Delivery is one event to one endpoint.
 	Delivery struct {
