@@ -79,7 +79,7 @@ type Options struct {
 	// one lease. Every replica must use the same number.
 	Shards   int
 	Now      func() time.Time // the clock of due times and attempts; time.Now when nil
-	Client   *http.Client     // an http.Client with DefaultTimeout when nil
+	Client   *http.Client     // copied; its Timeout (DefaultTimeout if none) bounds a POST; redirects are not followed
 	Holder   string           // this replica in the leases (lease.Holder)
 	Poll     time.Duration    // how often an idle shard, or a shard held by another, is looked at
 	Batch    int              // due deliveries read at once per shard
@@ -134,9 +134,17 @@ func New(store Store, o Options) (*Dispatcher, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	if o.Client == nil {
-		o.Client = &http.Client{Timeout: DefaultTimeout}
+	// A copy: a redirect is an answer (not 2xx, so retried), never followed, since a client
+	// would turn the POST into a GET; no timeout is DefaultTimeout.
+	client := http.Client{}
+	if o.Client != nil {
+		client = *o.Client
 	}
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	if client.Timeout <= 0 {
+		client.Timeout = DefaultTimeout
+	}
+	o.Client = &client
 	if o.Holder == "" {
 		o.Holder = lease.Holder("webhooks")
 	}
@@ -172,7 +180,9 @@ func (d *Dispatcher) Serve(ctx context.Context) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				lease.Every(ctx, d.o.Poll, true, func(ctx context.Context) { d.hold(ctx, shard) })
+				// A shard held by another is looked at less often than work is: each look is a
+				// statement per replica and shard.
+				lease.Every(ctx, max(d.o.Poll, d.o.LeaseTTL/6), true, func(ctx context.Context) { d.hold(ctx, shard) })
 			}()
 		}
 		wg.Add(1)

@@ -306,8 +306,9 @@ func TestTwoReplicas(t *testing.T) {
 	t.Logf("shards held by %d replicas", holders)
 }
 
-// A replica stopped in the middle of a batch loses nothing: the POSTs it had in flight are not
-// recorded, and the next holder of the shard sends them (at least once) and the rest.
+// A replica stopped in the middle of a batch loses nothing and repeats nothing: the POSTs it has
+// in flight finish and are recorded before it gives the shard's lease up, and the next holder
+// sends the rest.
 func TestStoppedMidBatch(t *testing.T) {
 	e := newEnv(t)
 	gate := make(chan struct{})
@@ -323,15 +324,69 @@ func TestStoppedMidBatch(t *testing.T) {
 	evs := orders(20, 1, 1)
 	e.insert(t, evs...)
 	testenv.Until(t, wait, "four POSTs in flight", func() bool { return arrived.Load() == 4 })
-	stopA()
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		stopA()
+	}()
+	time.Sleep(50 * time.Millisecond)
+	if n := arrived.Load(); n != 4 {
+		t.Fatalf("%d POSTs after the stop began, want the 4 in flight", n)
+	}
 	close(gate)
+	<-stopped
+	if n := e.statusCount(t, "erp", repository.DeliveryDelivered); n != 4 {
+		t.Fatalf("%d delivered when the stopped replica let go, want its 4 in flight", n)
+	}
 	serve(t, e.db, o)
 	testenv.Until(t, wait, "every event delivered", func() bool {
 		return e.statusCount(t, "erp", repository.DeliveryDelivered) == len(evs)
 	})
 	if n := e.count(t, "SELECT COUNT(*) FROM webhook_attempt"); n != len(evs) {
-		t.Errorf("%d attempts recorded, want %d: the cut POSTs are not", n, len(evs))
+		t.Errorf("%d attempts recorded, want %d", n, len(evs))
 	}
+	checkOrdered(t, s.all(), evs) // each exactly once
+}
+
+// A replica that loses its lease mid-batch (as when it hangs past the lease) stops its POSTs at
+// once and records none of them; the next holder sends every event, those cut short again.
+func TestLeaseLostMidBatch(t *testing.T) {
+	e := newEnv(t)
+	gate := make(chan struct{})
+	var arrived atomic.Int32
+	s := newSink(t, func(string, string) int {
+		if arrived.Add(1) <= 4 {
+			<-gate
+		}
+		return 200
+	})
+	t.Cleanup(func() { close(gate) })
+	o := delivery.Options{Endpoints: []delivery.Endpoint{s.endpoint("erp")}, Shards: 1, Parallel: 4, LeaseTTL: 600 * time.Millisecond}
+	_, stopA := serve(t, e.db, o)
+	e.registered(t, "erp")
+	evs := orders(20, 1, 1)
+	e.insert(t, evs...)
+	testenv.Until(t, wait, "four POSTs in flight", func() bool { return arrived.Load() == 4 })
+	testenv.Exec(t, e.dsn, `UPDATE job_lease SET holder = 'thief', expires_at = NOW(3) + INTERVAL 1 HOUR WHERE name = 'webhook_delivery_0'`)
+	time.Sleep(time.Second) // the holder renews every 200 ms: it has found the lease another's
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		stopA() // returns only once its POSTs ended: they must not wait for the gate
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(3 * time.Second): // the POSTs' own timeout is 10 s
+		t.Fatal("the replica that lost its lease did not stop its POSTs")
+	}
+	if n := e.count(t, "SELECT COUNT(*) FROM webhook_attempt"); n != 0 {
+		t.Fatalf("%d attempts recorded by a holder that lost the lease", n)
+	}
+	testenv.Exec(t, e.dsn, `UPDATE job_lease SET holder = '', expires_at = NOW(3) - INTERVAL 1 SECOND WHERE name = 'webhook_delivery_0'`)
+	serve(t, e.db, o)
+	testenv.Until(t, wait, "every event delivered", func() bool {
+		return e.statusCount(t, "erp", repository.DeliveryDelivered) == len(evs)
+	})
 	seen := map[string]int{}
 	for _, h := range s.all() {
 		seen[h.id]++
@@ -339,14 +394,15 @@ func TestStoppedMidBatch(t *testing.T) {
 	twice := 0
 	for _, x := range evs {
 		switch seen[x.id] {
-		case 0:
-			t.Errorf("%s never arrived", x.id)
+		case 1:
 		case 2:
 			twice++
+		default:
+			t.Errorf("%s arrived %d times", x.id, seen[x.id])
 		}
 	}
 	if twice > 4 {
-		t.Errorf("%d events arrived twice; only the 4 in flight may", twice)
+		t.Errorf("%d events arrived twice; only the 4 cut short may", twice)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/paygw/paygw/lease"
 	"github.com/paygw/paygw/repository"
 )
 
@@ -62,11 +63,14 @@ func (r *run) pass(ctx context.Context) (int, error) {
 		disabled := row.Disabled.Valid
 		if !disabled {
 			active = append(active, row.Name)
-		} else if _, err := d.store.DisableDeliveries(ctx, row.Name, r.shard); err != nil {
-			return work, err
 		}
 		if !fan {
 			continue
+		}
+		if disabled {
+			if _, err := d.store.DisableDeliveries(ctx, row.Name, r.shard); err != nil {
+				return work, err
+			}
 		}
 		n, more, err := d.fanOut(ctx, r.shard, d.byName[row.Name], disabled)
 		work += n
@@ -148,9 +152,20 @@ func (r *run) start(ctx context.Context, dd repository.DueDelivery) bool {
 	r.inflight[dd.ID] = true
 	r.busy[dd.Endpoint]++
 	r.wg.Add(1)
+	// A POST under way finishes and is recorded when the holder stops (fewer duplicates at each
+	// deploy; the lease is released after it), but stops at once if the lease is lost: another
+	// replica may hold the shard now.
+	post, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() {
+		if errors.Is(context.Cause(ctx), lease.ErrLost) {
+			cancel()
+		}
+	})
 	go func() {
 		defer r.wg.Done()
-		r.d.send(ctx, r.shard, dd)
+		defer cancel()
+		defer stop()
+		r.d.send(post, r.shard, dd)
 		r.mu.Lock()
 		delete(r.inflight, dd.ID)
 		r.busy[dd.Endpoint]--

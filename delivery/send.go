@@ -30,8 +30,8 @@ type outcome struct {
 	latency time.Duration
 }
 
-// send POSTs one delivery and records the attempt. A POST cut short by ctx (this holder stops or
-// lost its lease) is not recorded: the delivery stays due and the shard's next holder sends it.
+// send POSTs one delivery and records the attempt. A POST cut short by ctx (this holder lost its
+// lease) is not recorded: the delivery stays due and the shard's next holder sends it.
 func (d *Dispatcher) send(ctx context.Context, shard int, dd repository.DueDelivery) {
 	ep := d.byName[dd.Endpoint]
 	at := d.o.Now()
