@@ -284,10 +284,12 @@ func (db *DB) WakeWaiting(ctx context.Context, shard int, now time.Time, limit i
 	return res.RowsAffected()
 }
 
-// DisableDeliveries turns the pending deliveries of shard to endpoint into disabled ones.
+// DisableDeliveries turns the pending deliveries of shard to endpoint into disabled ones, if the
+// endpoint is still disabled: a redelivery that enabled it meanwhile keeps its pending one.
 func (db *DB) DisableDeliveries(ctx context.Context, endpoint string, shard int) (int64, error) {
-	const q = `UPDATE webhook_delivery SET status = 'disabled', version = version + 1, next_attempt_at = NULL
-		WHERE shard = ? AND status = 'pending' AND endpoint = ?`
+	const q = `UPDATE webhook_delivery d JOIN webhook_endpoint e ON e.name = d.endpoint
+		SET d.status = 'disabled', d.version = d.version + 1, d.next_attempt_at = NULL
+		WHERE d.shard = ? AND d.status = 'pending' AND d.endpoint = ? AND e.disabled_time IS NOT NULL`
 	res, err := db.x.ExecContext(ctx, q, shard, endpoint)
 	if err != nil {
 		return 0, err
