@@ -43,7 +43,8 @@ CREATE TABLE webhook_delivery (
   event_time      DATETIME(3)       NOT NULL,
   PRIMARY KEY (id),
   UNIQUE KEY uk_endpoint_event (endpoint, event_id),
-  KEY idx_due (shard, status, next_attempt_at),
+  KEY idx_due (shard, endpoint, status, next_attempt_at),
+  KEY idx_waiting (shard, status, next_attempt_at),
   KEY idx_order (endpoint, trade_no, status, seq),
   KEY idx_pending (status, endpoint, event_time),
   KEY idx_list (endpoint, status, id)
