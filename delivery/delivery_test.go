@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -430,6 +431,37 @@ func TestFanOutNoBackfill(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	if n := len(s2.all()); n != 1 {
 		t.Errorf("the late endpoint got %d events, want only seq 8", n)
+	}
+}
+
+// No answer in time and no connection are attempts with status 0 and an error that does not
+// carry the url (which may hold the merchant's token); a redirect is an answer, not followed.
+func TestNoAnswer(t *testing.T) {
+	e := newEnv(t)
+	slow := newSink(t, func(string, string) int { time.Sleep(300 * time.Millisecond); return 200 })
+	moved := newSink(t, func(string, string) int { return 307 })
+	dead := delivery.Endpoint{Name: "dead", URL: "http://127.0.0.1:1/hook?token=secret-in-url", Sign: sign}
+	serve(t, e.db, delivery.Options{Endpoints: []delivery.Endpoint{slow.endpoint("slow"), dead, moved.endpoint("moved")},
+		Client: &http.Client{Timeout: 100 * time.Millisecond}, Schedule: []time.Duration{time.Hour}})
+	e.registered(t, "slow", "dead", "moved")
+	e.insert(t, orders(1, 1, 1)...)
+	testenv.Until(t, wait, "three attempts", func() bool { return e.count(t, "SELECT COUNT(*) FROM webhook_attempt") == 3 })
+	rows, err := e.db.Deliveries(context.Background(), repository.DeliveryFilter{Limit: 10})
+	if err != nil || len(rows) != 3 {
+		t.Fatalf("%d deliveries, %v", len(rows), err)
+	}
+	for _, r := range rows {
+		a := r.Attempts[0]
+		want := 0
+		if r.Endpoint == "moved" {
+			want = 307
+		}
+		if r.Status != repository.DeliveryPending || a.StatusCode != want || a.Error == "" || strings.Contains(a.Error, "secret-in-url") {
+			t.Errorf("%s: %s, attempt %+v", r.Endpoint, r.Status, a)
+		}
+	}
+	if n := len(moved.all()); n != 1 {
+		t.Errorf("the redirecting endpoint saw %d requests, want 1", n)
 	}
 }
 

@@ -162,6 +162,9 @@ func newSink(tb testing.TB, answer func(id, body string) int) *sink {
 		s.mu.Lock()
 		s.hits = append(s.hits, h)
 		s.mu.Unlock()
+		if h.code/100 == 3 {
+			w.Header().Set("Location", "/elsewhere") // a client that follows comes back here
+		}
 		w.WriteHeader(h.code)
 		_, _ = io.WriteString(w, strings.Repeat("x", 100<<10)) // a large answer: read a few KB at most
 	}))
