@@ -2,6 +2,23 @@
 // Webhooks says: a fan-out per endpoint without backfill, signed POSTs, retries on a schedule,
 // per-order order, and the work split into shards, each under a lease, so every replica shares it
 // and a killed one loses nothing.
+//
+// The choices, in short:
+//   - An order's events share a shard (crc32 of trade_no mod Shards); each shard is a job_lease
+//     row (lease.WebhookShard) its holder keeps while it runs. Only the holder moves the shard's
+//     cursors and updates its deliveries, so no row is written by every replica.
+//   - An endpoint first seen starts after the largest event seq then (no backfill). Its cursor
+//     per shard moves in the transaction that inserts the deliveries, one per event it takes.
+//   - The first attempt is at once; after attempt n fails, Schedule[n-1] passes before the next;
+//     once the schedule is spent the delivery is failed. A later event of the same order to the
+//     same endpoint waits (next_attempt_at NULL) until the earlier one is delivered or failed.
+//   - 410 Gone disables the endpoint: its pending deliveries, and those fanned out while it is
+//     disabled, become disabled and are never sent. A changed url, or a redelivery naming it,
+//     enables it again; the events of the disabled time stay disabled (each can be redelivered).
+//   - At least once: a POST is recorded (attempt row, status, next attempt) after it returns. A
+//     stopping replica finishes and records its POSTs before it releases the lease; one that loses
+//     the lease cuts them and records nothing, and the next holder sends them again. Duplicates
+//     come only from a crash (or a lost lease) between a POST and its bookkeeping.
 package delivery
 
 import (
