@@ -29,6 +29,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -74,6 +75,8 @@ type Store interface {
 	DisableWebhookEndpoint(ctx context.Context, name string, at time.Time) error
 	EnableWebhookEndpoint(ctx context.Context, name string) error
 	WebhookCursor(ctx context.Context, endpoint string, shard int) (int64, error)
+	WebhookReplicas(ctx context.Context, holder string, ttl time.Duration) (int, error)
+	LeaveWebhookReplicas(ctx context.Context, holder string) error
 	EventsAfter(ctx context.Context, after int64, limit int) ([]repository.SequencedEvent, error)
 	EventByID(ctx context.Context, eventID string) (repository.SequencedEvent, error)
 	FanOut(ctx context.Context, endpoint string, shard int, from, to int64, rows []repository.NewDelivery) error
@@ -112,6 +115,10 @@ type Dispatcher struct {
 	store  Store
 	o      Options
 	byName map[string]Endpoint
+
+	live     atomic.Int32 // replicas present (webhook_replica), this one included
+	held     atomic.Int32 // shards this replica holds
+	yielding atomic.Bool  // a shard is being given up, one at a time
 }
 
 // ErrUnknownEndpoint is a redelivery to an endpoint the configuration does not name.
@@ -192,7 +199,14 @@ func (d *Dispatcher) Serve(ctx context.Context) {
 			d.o.Log.Warn().Err(err).Msg("webhooks: registering the endpoints failed; trying again")
 			return
 		}
+		d.presence(ctx)
+		defer d.leave(ctx)
 		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lease.Every(ctx, d.o.LeaseTTL/3, false, d.presence)
+		}()
 		for shard := range d.o.Shards {
 			wg.Add(1)
 			go func() {
@@ -209,6 +223,29 @@ func (d *Dispatcher) Serve(ctx context.Context) {
 		}()
 		wg.Wait()
 	})
+}
+
+// presence renews this replica's row and reads how many replicas share the shards.
+func (d *Dispatcher) presence(ctx context.Context) {
+	n, err := d.store.WebhookReplicas(ctx, d.o.Holder, d.o.LeaseTTL)
+	if err != nil {
+		d.o.Log.Warn().Err(err).Msg("webhooks: renewing this replica's presence failed")
+		return
+	}
+	d.live.Store(int32(max(n, 1)))
+}
+
+// leave removes this replica's presence when it stops.
+func (d *Dispatcher) leave(ctx context.Context) {
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = d.store.LeaveWebhookReplicas(lctx, d.o.Holder) // its row lapses anyway
+}
+
+// share is how many shards this replica may hold: a ceiling of shards / replicas present.
+func (d *Dispatcher) share() int {
+	live := int(max(d.live.Load(), 1))
+	return (d.o.Shards + live - 1) / live
 }
 
 // Sync adds the configured endpoints unknown to the database (after the events there now: no
@@ -230,8 +267,13 @@ func (d *Dispatcher) names() []string {
 	return names
 }
 
-// hold takes the shard's lease if it is free and works the shard until the lease or ctx ends.
+// hold takes the shard's lease if it is free and this replica holds less than its share, and
+// works the shard until the lease or ctx ends, or, holding more than its share since another
+// replica came, gives it up (one shard at a time) for that one to take.
 func (d *Dispatcher) hold(ctx context.Context, shard int) {
+	if int(d.held.Load()) >= d.share() {
+		return
+	}
 	held, release, err := lease.Hold(ctx, d.store, lease.WebhookShard(shard), d.o.Holder, d.o.LeaseTTL)
 	var busy *lease.HeldError
 	if errors.As(err, &busy) || ctx.Err() != nil {
@@ -241,10 +283,23 @@ func (d *Dispatcher) hold(ctx context.Context, shard int) {
 		d.o.Log.Warn().Err(err).Int("shard", shard).Msg("webhooks: taking the shard's lease failed")
 		return
 	}
-	defer release()
+	d.held.Add(1)
 	r := &run{d: d, shard: shard, inflight: map[int64]bool{}, busy: map[string]int{}, finished: map[int64]sent{}, wake: make(chan struct{}, 1)}
-	defer r.wg.Wait() // before release: no POST of this holder outlives its lease
+	yielded := false
+	defer func() {
+		r.wg.Wait() // before release: no POST of this holder outlives its lease
+		release()
+		d.held.Add(-1)
+		if yielded {
+			d.yielding.Store(false)
+		}
+	}()
 	for held.Err() == nil {
+		if int(d.held.Load()) > d.share() && d.yielding.CompareAndSwap(false, true) {
+			yielded = true
+			d.o.Log.Info().Int("shard", shard).Msg("webhooks: giving a shard up to another replica")
+			return
+		}
 		n, err := r.pass(held)
 		if err != nil && held.Err() == nil {
 			d.o.Log.Warn().Err(err).Int("shard", shard).Msg("webhooks: a delivery pass failed")

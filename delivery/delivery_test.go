@@ -304,7 +304,36 @@ func TestTwoReplicas(t *testing.T) {
 	}
 	checkOrdered(t, s.all(), evs)
 	holders := e.count(t, "SELECT COUNT(DISTINCT holder) FROM job_lease WHERE name LIKE 'webhook_delivery_%' AND holder <> ''")
-	t.Logf("shards held by %d replicas", holders)
+	if holders != 2 {
+		t.Errorf("the shards are held by %d replicas, want both", holders)
+	}
+}
+
+// Replicas share the shards: one alone holds them all, a second that comes is given half, and
+// when it stops the first takes them back. Events sent meanwhile all arrive, each once.
+func TestReplicasShareShards(t *testing.T) {
+	e := newEnv(t)
+	s := newSink(t, nil)
+	o := delivery.Options{Endpoints: []delivery.Endpoint{s.endpoint("erp")}, Shards: 4, LeaseTTL: 600 * time.Millisecond}
+	held := func(holder string) int {
+		return e.count(t, "SELECT COUNT(*) FROM job_lease WHERE name LIKE 'webhook_delivery_%' AND holder = ? AND expires_at > NOW(3)", holder)
+	}
+	o.Holder = "a"
+	serve(t, e.db, o)
+	testenv.Until(t, wait, "a holds every shard", func() bool { return held("a") == 4 })
+	e.registered(t, "erp")
+	evs := orders(50, 2, 1)
+	e.insert(t, evs[:50]...)
+	o.Holder = "b"
+	_, stopB := serve(t, e.db, o)
+	testenv.Until(t, wait, "two shards each", func() bool { return held("a") == 2 && held("b") == 2 })
+	e.insert(t, evs[50:]...)
+	testenv.Until(t, wait, "every event delivered", func() bool {
+		return e.statusCount(t, "erp", repository.DeliveryDelivered) == len(evs)
+	})
+	stopB()
+	testenv.Until(t, wait, "a holds every shard again", func() bool { return held("a") == 4 })
+	checkOrdered(t, s.all(), evs)
 }
 
 // A replica stopped in the middle of a batch loses nothing and repeats nothing: the POSTs it has

@@ -388,3 +388,27 @@ func (db *DB) Deliveries(ctx context.Context, f DeliveryFilter) ([]WebhookDelive
 	}
 	return out, nil
 }
+
+// WebhookReplicas renews holder's presence for ttl (by the database's clock) and answers how many
+// replicas are present, holder included. Rows a day past their time are deleted.
+func (db *DB) WebhookReplicas(ctx context.Context, holder string, ttl time.Duration) (int, error) {
+	const q = `INSERT INTO webhook_replica (holder, expires_at) VALUES (?, NOW(3) + INTERVAL ? MICROSECOND)
+		ON DUPLICATE KEY UPDATE expires_at = VALUES(expires_at)`
+	if _, err := db.x.ExecContext(ctx, q, holder, ttl.Microseconds()); err != nil {
+		return 0, err
+	}
+	const qOld = `DELETE FROM webhook_replica WHERE expires_at < NOW(3) - INTERVAL 1 DAY`
+	if _, err := db.x.ExecContext(ctx, qOld); err != nil {
+		return 0, err
+	}
+	const qLive = `SELECT COUNT(*) FROM webhook_replica WHERE expires_at > NOW(3)`
+	var n int
+	return n, db.x.GetContext(ctx, &n, qLive)
+}
+
+// LeaveWebhookReplicas removes holder's presence: the others take its shards without waiting.
+func (db *DB) LeaveWebhookReplicas(ctx context.Context, holder string) error {
+	const q = `DELETE FROM webhook_replica WHERE holder = ?`
+	_, err := db.x.ExecContext(ctx, q, holder)
+	return err
+}

@@ -12,6 +12,8 @@
 --             pending one is due. version grows with every change: the bookkeeping of a POST
 --             applies only to the version it read (a redelivery in between wins).
 --   webhook_attempt: one row per POST; status_code 0 when no answer came.
+--   webhook_replica: the replicas running deliveries, each renewing its own row: each takes at
+--             most its share of the shards (a ceiling of shards / live replicas).
 CREATE TABLE webhook_endpoint (
   name          VARCHAR(64)     NOT NULL,
   url           VARCHAR(2048)   NOT NULL,
@@ -61,7 +63,14 @@ CREATE TABLE webhook_attempt (
   KEY idx_delivery (delivery_id, id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
+CREATE TABLE webhook_replica (
+  holder     VARCHAR(64) NOT NULL,
+  expires_at DATETIME(3) NOT NULL,
+  PRIMARY KEY (holder)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+
 -- +goose Down
+DROP TABLE webhook_replica;
 DROP TABLE webhook_attempt;
 DROP TABLE webhook_delivery;
 DROP TABLE webhook_cursor;
