@@ -33,6 +33,7 @@ type run struct {
 	tick     int64
 	wg       sync.WaitGroup
 	wake     chan struct{} // a slot freed
+	active   []string      // the configured endpoints enabled, as the last fanAll read them
 	fanned   time.Time     // the last fan-out that caught up with the events
 	woken    time.Time     // the last WakeWaiting
 }
@@ -44,43 +45,18 @@ const wakeEvery = time.Minute
 type sent struct{ version, tick int64 }
 
 // pass fans the shard's new events out to every configured endpoint (at most once per Poll once
-// caught up), then starts POSTs of the due deliveries into each endpoint's free slots; it answers
-// how much it started (0: nothing to do, wait for a slot or the next poll).
+// caught up; the endpoints' state is read then too), then starts POSTs of the due deliveries
+// into each endpoint's free slots; it answers how much it did (0: nothing, wait for a slot or
+// the next poll).
 func (r *run) pass(ctx context.Context) (int, error) {
 	d := r.d
-	rows, err := d.store.WebhookEndpoints(ctx)
-	if err != nil {
-		return 0, err
-	}
-	fan := time.Since(r.fanned) >= d.o.Poll
-	caughtUp := true
-	var active []string
 	work := 0
-	for _, row := range rows {
-		if _, ok := d.byName[row.Name]; !ok {
-			continue // no longer configured: its deliveries wait, untouched
-		}
-		disabled := row.Disabled.Valid
-		if !disabled {
-			active = append(active, row.Name)
-		}
-		if !fan {
-			continue
-		}
-		if disabled {
-			if _, err := d.store.DisableDeliveries(ctx, row.Name, r.shard); err != nil {
-				return work, err
-			}
-		}
-		n, more, err := d.fanOut(ctx, r.shard, d.byName[row.Name], disabled)
+	if time.Since(r.fanned) >= d.o.Poll {
+		n, err := r.fanAll(ctx)
 		work += n
-		caughtUp = caughtUp && !more
 		if err != nil {
-			return work, fmt.Errorf("fan-out to %s: %w", row.Name, err)
+			return work, err
 		}
-	}
-	if fan && caughtUp {
-		r.fanned = time.Now()
 	}
 	if time.Since(r.woken) >= wakeEvery {
 		n, err := d.store.WakeWaiting(ctx, r.shard, d.o.Now(), scanWindow)
@@ -92,12 +68,46 @@ func (r *run) pass(ctx context.Context) (int, error) {
 		}
 		r.woken = time.Now()
 	}
-	for _, name := range active {
+	for _, name := range r.active {
 		n, err := r.startDue(ctx, name)
 		work += n
 		if err != nil {
 			return work, err
 		}
+	}
+	return work, nil
+}
+
+// fanAll reads the endpoints (which are enabled: active), disables the shard's pending
+// deliveries to a disabled one, and fans the new events out to each.
+func (r *run) fanAll(ctx context.Context) (int, error) {
+	d := r.d
+	rows, err := d.store.WebhookEndpoints(ctx)
+	if err != nil {
+		return 0, err
+	}
+	r.active = r.active[:0]
+	caughtUp := true
+	work := 0
+	for _, row := range rows {
+		if _, ok := d.byName[row.Name]; !ok {
+			continue // no longer configured: its deliveries wait, untouched
+		}
+		disabled := row.Disabled.Valid
+		if !disabled {
+			r.active = append(r.active, row.Name)
+		} else if _, err := d.store.DisableDeliveries(ctx, row.Name, r.shard); err != nil {
+			return work, err
+		}
+		n, more, err := d.fanOut(ctx, r.shard, d.byName[row.Name], disabled)
+		work += n
+		caughtUp = caughtUp && !more
+		if err != nil {
+			return work, fmt.Errorf("fan-out to %s: %w", row.Name, err)
+		}
+	}
+	if caughtUp {
+		r.fanned = time.Now()
 	}
 	return work, nil
 }
