@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -145,6 +146,20 @@ type sink struct {
 	// answer decides the reply to a request (its event id and body); called under no lock.
 	answer func(id, body string) int
 	hits   []hit
+
+	// gate, when set, holds the first holdN requests until it is closed or their client gives
+	// up (counted in cut).
+	gate      chan struct{}
+	holdN     int32
+	held, cut atomic.Int32
+}
+
+// newGatedSink is a sink answering 200 that holds its first n requests (sink.gate).
+func newGatedSink(tb testing.TB, n int32) *sink {
+	s := newSink(tb, nil)
+	s.gate, s.holdN = make(chan struct{}), n
+	tb.Cleanup(func() { close(s.gate) }) // before the server closes: it waits for its handlers
+	return s
 }
 
 func newSink(tb testing.TB, answer func(id, body string) int) *sink {
@@ -153,15 +168,29 @@ func newSink(tb testing.TB, answer func(id, body string) int) *sink {
 		body, _ := io.ReadAll(r.Body)
 		h := hit{id: r.Header.Get("webhook-id"), ts: r.Header.Get("webhook-timestamp"), sig: r.Header.Get("webhook-signature"),
 			ctype: r.Header.Get("Content-Type"), body: string(body), code: 200, at: time.Now()}
+		cut := false
+		if s.gate != nil && s.held.Add(1) <= s.holdN {
+			select {
+			case <-s.gate:
+			case <-r.Context().Done():
+				cut = true
+			}
+		}
 		s.mu.Lock()
 		answer := s.answer
 		s.mu.Unlock()
 		if answer != nil {
 			h.code = answer(h.id, h.body)
 		}
+		if cut {
+			h.code = 0 // the client gave up: no answer reached it
+		}
 		s.mu.Lock()
 		s.hits = append(s.hits, h)
 		s.mu.Unlock()
+		if cut {
+			s.cut.Add(1)
+		}
 		if h.code/100 == 3 {
 			w.Header().Set("Location", "/elsewhere") // a client that follows comes back here
 		}
