@@ -86,3 +86,28 @@ func TestWebhookDeliveryStatements(t *testing.T) {
 		t.Fatalf("WakeWaiting woke %d, %v; want evt_3", n, err)
 	}
 }
+
+// The purge deletes old attempts and old deliveries that ended; a pending one stays, however old.
+func TestPurgeWebhookDeliveries(t *testing.T) {
+	dsn := testenv.NewDatabase(t)
+	db := testenv.Open(t, dsn)
+	old := time.Now().UTC().Add(-40 * 24 * time.Hour)
+	for i, status := range []string{repository.DeliveryDelivered, repository.DeliveryFailed, repository.DeliveryPending} {
+		testenv.Exec(t, dsn, `INSERT INTO webhook_delivery (endpoint, event_id, seq, type, trade_no, shard, status, event_time)
+			VALUES ('erp', ?, ?, 'order.paid', 'T1', 0, ?, ?)`, fmt.Sprintf("evt_%d", i), i+1, status, old)
+		testenv.Exec(t, dsn, `INSERT INTO webhook_attempt (delivery_id, at, status_code, latency_ms) VALUES (LAST_INSERT_ID(), ?, 200, 1)`, old)
+	}
+	testenv.Exec(t, dsn, `INSERT INTO webhook_delivery (endpoint, event_id, seq, type, trade_no, shard, status, event_time)
+		VALUES ('erp', 'evt_new', 9, 'order.paid', 'T2', 0, 'delivered', NOW(3))`)
+	testenv.Exec(t, dsn, `INSERT INTO webhook_attempt (delivery_id, at, status_code, latency_ms) VALUES (LAST_INSERT_ID(), NOW(3), 200, 1)`)
+	got, err := db.PurgeWebhookDeliveries(context.Background(), 30*24*time.Hour, nil)
+	if err != nil || got.Rows != 5 {
+		t.Fatalf("purged %+v, %v; want 3 attempts and 2 deliveries", got, err)
+	}
+	if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM webhook_delivery WHERE event_id IN ('evt_2', 'evt_new')`); n != 2 {
+		t.Errorf("%d of the pending and the new delivery left, want both", n)
+	}
+	if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM webhook_attempt`); n != 1 {
+		t.Errorf("%d attempts left, want the new one", n)
+	}
+}
