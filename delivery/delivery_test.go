@@ -27,6 +27,7 @@ func TestRetryScheduleExact(t *testing.T) {
 	e := newEnv(t)
 	clk := newClock()
 	s := newSink(t, func(string, string) int { return 500 })
+	s.big = true
 	d, _ := serve(t, e.db, delivery.Options{Endpoints: []delivery.Endpoint{s.endpoint("erp")}, Now: clk.Now})
 	e.registered(t, "erp")
 	x := ev{id: "evt_1", seq: 1, typ: "order.paid", tradeNo: "T1"}
@@ -171,6 +172,7 @@ func Test410Disables(t *testing.T) {
 	e := newEnv(t)
 	gone := newSink(t, func(string, string) int { return 410 })
 	ok := newSink(t, nil)
+	ok.big = true
 	d, _ := serve(t, e.db, delivery.Options{Endpoints: []delivery.Endpoint{gone.endpoint("gone"), ok.endpoint("ok")}})
 	e.registered(t, "gone", "ok")
 	e.insert(t, orders(20, 1, 1)...)

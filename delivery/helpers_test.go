@@ -151,6 +151,7 @@ type sink struct {
 	// up (counted in cut).
 	gate      chan struct{}
 	holdN     int32
+	big       bool // answer 100 KiB, not "ok"
 	held, cut atomic.Int32
 }
 
@@ -195,7 +196,11 @@ func newSink(tb testing.TB, answer func(id, body string) int) *sink {
 			w.Header().Set("Location", "/elsewhere") // a client that follows comes back here
 		}
 		w.WriteHeader(h.code)
-		_, _ = io.WriteString(w, strings.Repeat("x", 100<<10)) // a large answer: read a few KB at most
+		if s.big {
+			_, _ = io.WriteString(w, strings.Repeat("x", 100<<10)) // read a few KB at most, and go on
+		} else {
+			_, _ = io.WriteString(w, "ok")
+		}
 	}))
 	tb.Cleanup(s.srv.Close)
 	return s
