@@ -34,6 +34,7 @@ type Config struct {
 	KeyHeader      string
 	Tokens         []Token
 	Metrics        *metrics.Metrics // nil counts nothing
+	Webhooks       Webhooks         // the webhook deliveries (delivery.Dispatcher); nil: no webhook routes
 }
 
 // Token is one API client.
@@ -92,6 +93,7 @@ func (s *Server) Echo() *echo.Echo {
 	v1.POST("/anomalies/:id/resolve", s.resolveAnomaly)
 	v1.GET("/payments/:trade_no", s.getPayment)
 	v1.GET("/openapi.yaml", s.openAPI)
+	s.webhookRoutes(v1)
 	return e
 }
 

@@ -20,7 +20,13 @@ const (
 	ReconcileBill = "reconcile_bill"
 	// Purge: the retention purge, taken for a day by the replica that purged.
 	Purge = "purge"
+	// WebhookDelivery: one lease per delivery shard (WebhookShard), held by the replica that
+	// fans out and POSTs that shard's webhook deliveries, from its start until it stops.
+	WebhookDelivery = "webhook_delivery"
 )
+
+// WebhookShard names the lease of webhook delivery shard i (job_lease.name is 32 bytes at most).
+func WebhookShard(i int) string { return fmt.Sprintf("%s_%d", WebhookDelivery, i) }
 
 // Store is the job_lease table (repository.DB).
 type Store interface {

@@ -44,6 +44,9 @@ type Metrics struct {
 	stored           *stored
 	httpRequests     *prometheus.CounterVec
 	httpDuration     *prometheus.HistogramVec
+	webhookResults   *prometheus.CounterVec
+	webhookOldest    *prometheus.GaugeVec
+	webhookAttempt   *prometheus.HistogramVec
 }
 
 // New builds the registry with paygw's collectors, the Go runtime's and the process's.
@@ -53,6 +56,7 @@ func New(version string) *Metrics {
 	m.storageFamilies()
 	m.orderFamilies()
 	m.httpFamilies()
+	m.webhookFamilies()
 	m.reconcileQueries = m.counterVec("paygw_reconcile_query_total",
 		"Trade queries the reconciliation job made, by channel and the channel's answer.", "channel", "answer")
 	m.storedFamilies()
@@ -106,6 +110,16 @@ func (m *Metrics) httpFamilies() {
 		"route", "code")
 	m.httpDuration = m.histogramVec("paygw_http_request_duration_seconds",
 		"Time to answer a request on the public listener, by route pattern.", prometheus.DefBuckets, "route")
+}
+
+func (m *Metrics) webhookFamilies() {
+	m.webhookResults = m.counterVec("paygw_webhook_deliveries_total",
+		"Webhook POSTs, by endpoint and result: delivered, retry (to be tried again), failed (schedule exhausted), disabled (410 Gone).",
+		"endpoint", "result")
+	m.webhookOldest = m.gaugeVec("paygw_webhook_oldest_undelivered_seconds",
+		"Age of the oldest event still pending to an endpoint, 0 when none is (from the database).", "endpoint")
+	m.webhookAttempt = m.histogramVec("paygw_webhook_attempt_duration_seconds", "Time of one webhook POST, by endpoint.",
+		[]float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}, "endpoint")
 }
 
 // register adds one of paygw's own families to the registry and to what Names knows.
@@ -384,6 +398,47 @@ func (m *Metrics) Echo() echo.MiddlewareFunc {
 	}
 }
 
+// Webhook delivery results.
+const (
+	WebhookDelivered = "delivered"
+	WebhookRetry     = "retry"
+	WebhookFailed    = "failed"
+	WebhookDisabled  = "disabled"
+)
+
+// WebhookResults lists the Webhook* results.
+var WebhookResults = []string{WebhookDelivered, WebhookRetry, WebhookFailed, WebhookDisabled}
+
+// Webhooks starts the configured endpoints' delivery results and backlog age at zero.
+func (m *Metrics) Webhooks(endpoints []string) {
+	if m == nil {
+		return
+	}
+	for _, ep := range endpoints {
+		for _, r := range WebhookResults {
+			m.webhookResults.WithLabelValues(ep, r)
+		}
+		m.webhookOldest.WithLabelValues(ep)
+	}
+}
+
+// WebhookAttempt counts one POST to endpoint, its result (a Webhook* result) and its time.
+func (m *Metrics) WebhookAttempt(endpoint, result string, took time.Duration) {
+	if m == nil {
+		return
+	}
+	m.webhookResults.WithLabelValues(endpoint, result).Inc()
+	m.webhookAttempt.WithLabelValues(endpoint).Observe(took.Seconds())
+}
+
+// WebhookBacklog sets the age of the oldest pending event to endpoint (0 for none).
+func (m *Metrics) WebhookBacklog(endpoint string, age time.Duration) {
+	if m == nil {
+		return
+	}
+	m.webhookOldest.WithLabelValues(endpoint).Set(max(age, 0).Seconds())
+}
+
 // ReconcileAnswers lists the answers paygw_reconcile_query_total counts: a channel's trade
 // states (channels.TradeState) and the job's FAILED and UNVERIFIED.
 var ReconcileAnswers = []string{"PAID", "PAID_REFUNDED", "CLOSED", "NOT_PAID", "FAILED", "UNVERIFIED"}
@@ -428,6 +483,7 @@ func Values(metric, label string) []string {
 		"paygw_reconcile_discrepancies":                  {"class": DiscrepancyClasses},
 		"paygw_reconcile_last_success_timestamp_seconds": {"recon_job": ReconcileJobs},
 		"paygw_anomalies_open":                           {"kind": AnomalyKinds()},
+		"paygw_webhook_deliveries_total":                 {"result": WebhookResults},
 	}
 	return slices.Clone(fixed[metric][label])
 }

@@ -35,8 +35,8 @@ func TestNamesLabelsValues(t *testing.T) {
 			}
 		}
 	}
-	if closed != 9 { // outcome, two reasons, two results, answer, class, recon_job, kind
-		t.Errorf("%d closed label sets found through Names and Labels, want 9: Values names a family or label that is not registered", closed)
+	if closed != 10 { // outcome, two reasons, three results, answer, class, recon_job, kind
+		t.Errorf("%d closed label sets found through Names and Labels, want 10: Values names a family or label that is not registered", closed)
 	}
 	outcomes := Outcomes()
 	for _, o := range []string{OutcomeProbe, OutcomeRetry, OutcomeRefused, "APPLIED", "UNKNOWN_ORDER"} {

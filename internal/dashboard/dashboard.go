@@ -236,6 +236,41 @@ var rows = []row{
 			}},
 		},
 	}},
+	{title: "Webhooks", panels: []panel{
+		{
+			title:       "Webhook deliveries by endpoint and result",
+			description: "POSTs to the merchant's endpoints: delivered, retry (to be tried again), failed (schedule exhausted), disabled (410 Gone).",
+			unit:        "ops", stacked: true, width: 8,
+			targets: []target{{
+				expr:   `sum by (endpoint, result) (rate(paygw_webhook_deliveries_total[` + RateInterval + `]))`,
+				legend: "{{endpoint}} {{result}}",
+			}},
+		},
+		{
+			title:       "Oldest undelivered event",
+			description: "Age of the oldest event still pending to each endpoint, from the database; the alert fires past 15 min.",
+			kind:        statPanel, unit: "s", width: 8,
+			targets: []target{{
+				expr:   `max by (endpoint) (paygw_webhook_oldest_undelivered_seconds)`,
+				legend: "{{endpoint}}",
+			}},
+		},
+		{
+			title:       "Webhook POST p50 / p99",
+			description: "Time of one POST to an endpoint, answer or not (the client gives up after 10 s).",
+			unit:        "s", width: 8,
+			targets: []target{
+				{
+					expr:   `histogram_quantile(0.5, sum by (endpoint, le) (rate(paygw_webhook_attempt_duration_seconds_bucket[` + RateInterval + `])))`,
+					legend: "{{endpoint}} p50",
+				},
+				{
+					expr:   `histogram_quantile(0.99, sum by (endpoint, le) (rate(paygw_webhook_attempt_duration_seconds_bucket[` + RateInterval + `])))`,
+					legend: "{{endpoint}} p99",
+				},
+			},
+		},
+	}},
 	{title: "Service", panels: []panel{
 		{
 			title:       "Dependencies up",
