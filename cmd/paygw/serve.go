@@ -16,6 +16,7 @@ import (
 	"github.com/paygw/paygw/channels/unionpay"
 	"github.com/paygw/paygw/channels/wechatpay"
 	"github.com/paygw/paygw/config"
+	"github.com/paygw/paygw/delivery"
 	"github.com/paygw/paygw/handlers"
 	"github.com/paygw/paygw/identity"
 	"github.com/paygw/paygw/lease"
@@ -58,10 +59,16 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 		return err
 	}
 	logTrustedChain(chs, log)
-	srv := newServer(cfg, s, chs, met, log)
+	hooks, err := newDispatcher(cfg, s.db, met, log)
+	if err != nil {
+		return err
+	}
+	srv := newServer(cfg, s, chs, hooks, met, log)
 	if err := startJobs(ctx, cfg, s, chs, met, log); err != nil {
 		return err
 	}
+	wait := serveWebhooks(ctx, hooks, log)
+	defer wait()
 	return listen(ctx, cfg, srv, met, log)
 }
 
@@ -103,7 +110,7 @@ func logTrustedChain(chs []channels.Channel, log zerolog.Logger) {
 }
 
 // newServer builds the order service and the HTTP handlers over the stores and the channels.
-func newServer(cfg *config.Config, s *stores, chs []channels.Channel, met *metrics.Metrics, log zerolog.Logger) *handlers.Server {
+func newServer(cfg *config.Config, s *stores, chs []channels.Channel, hooks *delivery.Dispatcher, met *metrics.Metrics, log zerolog.Logger) *handlers.Server {
 	svc := orders.New(s.db, s.guard, orders.Config{
 		Enabled: cfg.Idempotency.Enabled, RedisTTL: cfg.Idempotency.RedisTTL,
 		ReturnOriginalResult: cfg.Idempotency.ReturnOriginalResult,
@@ -118,6 +125,7 @@ func newServer(cfg *config.Config, s *stores, chs []channels.Channel, met *metri
 	}
 	return handlers.New(handlers.Config{
 		BodyLimitBytes: cfg.HTTP.BodyLimitBytes, KeyHeader: cfg.Idempotency.KeyHeader, Tokens: tokens, Metrics: met,
+		Webhooks: webhookRoutes(hooks),
 	}, s.db, s.guard, svc, s.applier, chs, log)
 }
 
