@@ -20,6 +20,8 @@ const (
 	ReconcileBill = "reconcile_bill"
 	// Purge: the retention purge, taken for a day by the replica that purged.
 	Purge = "purge"
+	// Outbox: the outbox's sequencer (outbox.Sequencer.Serve), held while its replica runs.
+	Outbox = "outbox"
 )
 
 // Store is the job_lease table (repository.DB).
