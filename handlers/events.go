@@ -53,11 +53,11 @@ func decodeCursor(s string) (int64, error) {
 		return 0, bad
 	}
 	digits, ok := bytes.CutPrefix(raw, []byte(cursorPrefix))
-	if !ok || len(digits) == 0 || (digits[0] == '0' && len(digits) > 1) {
+	if !ok || len(digits) == 0 {
 		return 0, bad
 	}
 	seq, err := strconv.ParseInt(string(digits), 10, 64)
-	if err != nil || seq < 0 || strconv.FormatInt(seq, 10) != string(digits) {
+	if err != nil || seq < 0 || encodeCursor(seq) != s { // one spelling per cursor
 		return 0, bad
 	}
 	return seq, nil
