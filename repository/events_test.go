@@ -284,3 +284,30 @@ func TestConcurrentSequencersNumberOnce(t *testing.T) {
 		t.Fatalf("seqs span %d, want 200: a gap or a repeat", n)
 	}
 }
+
+// Numbered events past retention go in batches of at most 1,000; events not numbered yet stay
+// whatever their age, and so do younger ones.
+func TestPurgeEvents(t *testing.T) {
+	dsn := testenv.NewDatabase(t)
+	db := testenv.Open(t, dsn)
+	const month = 720 * time.Hour
+	testenv.OldEvents(t, dsn, "old", 1500, 1, 31*24*time.Hour)
+	testenv.OldEvents(t, dsn, "unnumbered", 3, 0, 40*24*time.Hour)
+	testenv.OldEvents(t, dsn, "young", 20, 2000, 29*24*time.Hour)
+	got, err := db.PurgeEvents(context.Background(), month, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Rows != 1500 || got.MaxBatch > repository.PurgeBatch || got.Batches < 2 {
+		t.Fatalf("purged %+v, want 1500 rows in batches of at most %d", got, repository.PurgeBatch)
+	}
+	for q, want := range map[string]int{
+		`SELECT COUNT(*) FROM event WHERE event_id LIKE 'evt_old-%'`:        0,
+		`SELECT COUNT(*) FROM event WHERE event_id LIKE 'evt_unnumbered-%'`: 3,
+		`SELECT COUNT(*) FROM event WHERE event_id LIKE 'evt_young-%'`:      20,
+	} {
+		if n := testenv.Count(t, dsn, q); n != want {
+			t.Errorf("%s = %d, want %d", q, n, want)
+		}
+	}
+}
