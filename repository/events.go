@@ -208,13 +208,3 @@ func (db *DB) SequenceEvents(ctx context.Context, max int) (int, error) {
 	})
 	return n, err
 }
-
-// EventBacklog is how many committed events wait for a seq, and when the oldest was written (zero
-// when none).
-func (db *DB) EventBacklog(ctx context.Context) (int, time.Time, error) {
-	const q = `SELECT COUNT(*), MIN(created_time) FROM event WHERE seq IS NULL`
-	var n int
-	var oldest sql.NullTime
-	err := db.x.QueryRowContext(ctx, q).Scan(&n, &oldest)
-	return n, oldest.Time, err
-}
