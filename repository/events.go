@@ -169,9 +169,16 @@ func (db *DB) EventsOf(ctx context.Context, tradeNo string) ([]payment.OutboxEve
 // seq's row lock, and uk_seq refuses any seq given twice.
 func (db *DB) SequenceEvents(ctx context.Context, max int) (int, error) {
 	const (
+		some = `SELECT EXISTS (SELECT 1 FROM event WHERE seq IS NULL)`
 		top  = `SELECT seq FROM event WHERE seq IS NOT NULL ORDER BY seq DESC LIMIT 1 FOR UPDATE`
 		next = `SELECT id FROM event WHERE seq IS NULL ORDER BY id LIMIT ?`
 	)
+	// The sequencer asks every 100 ms: an idle gateway answers with one indexed read, no
+	// transaction.
+	var waiting bool
+	if err := db.x.GetContext(ctx, &waiting, some); err != nil || !waiting {
+		return 0, err
+	}
 	var n int
 	err := db.InTx(ctx, func(tx *Tx) error {
 		var last int64 // 0: nothing sequenced yet
