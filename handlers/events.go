@@ -125,14 +125,15 @@ func (s *Server) listEvents(c echo.Context) error {
 		if s.cfg.EventsChanged != nil {
 			changed = s.cfg.EventsChanged() // before the read: a numbering after it still wakes us
 		}
-		evs, err := s.db.Events(ctx, q.after, q.types, q.limit)
+		evs, through, err := s.db.Events(ctx, q.after, q.types, q.limit)
 		if err != nil {
 			return err
 		}
 		left := deadline.Sub(s.now())
 		if len(evs) > 0 || left <= 0 {
-			return writeFeed(c, evs, q.after)
+			return writeFeed(c, evs, through)
 		}
+		q.after = through // what the filter passed over is not read again
 		t := time.NewTimer(min(left, feedPoll))
 		select {
 		case <-changed:
@@ -145,8 +146,9 @@ func (s *Server) listEvents(c echo.Context) error {
 	}
 }
 
-// writeFeed writes {"events":[...],"next_cursor":"..."} with each event's stored bytes as they are.
-func writeFeed(c echo.Context, evs []payment.OutboxEvent, after int64) error {
+// writeFeed writes {"events":[...],"next_cursor":"..."} with each event's stored bytes as they
+// are; the cursor is through, how far the read went.
+func writeFeed(c echo.Context, evs []payment.OutboxEvent, through int64) error {
 	var b bytes.Buffer
 	b.WriteString(`{"events":[`)
 	for i, e := range evs {
@@ -154,8 +156,7 @@ func writeFeed(c echo.Context, evs []payment.OutboxEvent, after int64) error {
 			b.WriteByte(',')
 		}
 		b.Write(e.Body)
-		after = e.Seq
 	}
-	b.WriteString(`],"next_cursor":"` + encodeCursor(after) + `"}`)
+	b.WriteString(`],"next_cursor":"` + encodeCursor(through) + `"}`)
 	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, b.Bytes())
 }

@@ -76,11 +76,13 @@ func eventInsert(n int, fields []eventField) (string, []any) {
 	}
 	keys := "SELECT ? AS trade_no, ? AS event_id" + strings.Repeat(" UNION ALL SELECT ?, ?", n-1)
 	// The order is LEFT JOINed: an anomaly may name a trade_no with no order (a bill's line); its
-	// event then carries the anomaly's fields and nulls for the order's.
+	// event then carries the anomaly's fields and nulls for the order's. The bound trade_no is
+	// compared as orders.trade_no is (utf8mb4_bin, by its unique key) whatever the connection's
+	// character set.
 	q := `INSERT INTO event (event_id, type, trade_no, body, created_time)
 		SELECT k.event_id, ?, k.trade_no, JSON_OBJECT('id', k.event_id, 'type', ?, 'timestamp', ?,
 			'data', JSON_OBJECT(` + strings.Join(data, ", ") + `)), ?
-		FROM (` + keys + `) k LEFT JOIN orders e ON e.trade_no = k.trade_no COLLATE utf8mb4_bin`
+		FROM (` + keys + `) k LEFT JOIN orders e ON e.trade_no = CONVERT(k.trade_no USING utf8mb4) COLLATE utf8mb4_bin`
 	return q, args
 }
 
@@ -139,11 +141,23 @@ func (r eventRow) event() payment.OutboxEvent {
 		CreatedTime: r.CreatedTime}
 }
 
-// Events reads up to limit sequenced events after seq, in seq order: of the given types, or of
-// every type when types is empty.
-func (db *DB) Events(ctx context.Context, after int64, types []string, limit int) ([]payment.OutboxEvent, error) {
-	const q = `SELECT seq, event_id, type, trade_no, body, created_time FROM event WHERE seq > ?`
-	args := []any{after}
+// Events reads up to limit numbered events after seq after, in seq order: of the given types, or
+// of every type when types is empty. through is how far the read went: the last event's seq
+// when it filled limit, else the highest seq numbered when it began (every event up to it was
+// considered, matching or not), and never less than after. A reader asks next with after =
+// through, so a filter that matches nothing does not read the same events again.
+func (db *DB) Events(ctx context.Context, after int64, types []string, limit int) (evs []payment.OutboxEvent, through int64, err error) {
+	const (
+		top = `SELECT COALESCE(MAX(seq), 0) FROM event`
+		q   = `SELECT seq, event_id, type, trade_no, body, created_time FROM event WHERE seq > ? AND seq <= ?`
+	)
+	// The highest seq first: every lower one has committed (numbering transactions commit in
+	// order), so the read below may stop there and say it did.
+	if err := db.x.GetContext(ctx, &through, top); err != nil {
+		return nil, after, err
+	}
+	through = max(through, after)
+	args := []any{after, through}
 	filter := ""
 	if len(types) > 0 {
 		filter = ` AND type IN (` + placeholders(len(types), "?") + `)`
@@ -152,7 +166,14 @@ func (db *DB) Events(ctx context.Context, after int64, types []string, limit int
 		}
 	}
 	args = append(args, limit)
-	return selectAll(ctx, db, eventRow.event, q+filter+` ORDER BY seq LIMIT ?`, args...)
+	evs, err = selectAll(ctx, db, eventRow.event, q+filter+` ORDER BY seq LIMIT ?`, args...)
+	if err != nil {
+		return nil, after, err
+	}
+	if len(evs) == limit {
+		through = evs[len(evs)-1].Seq
+	}
+	return evs, through, nil
 }
 
 // EventsOf lists the events of one order, sequenced or not, in insertion order.

@@ -207,19 +207,21 @@ func TestFeedNeverSkipsALateCommit(t *testing.T) {
 		if _, err := db.SequenceEvents(ctx, 100); err != nil {
 			t.Fatal(err)
 		}
-		evs, err := db.Events(ctx, after, nil, 100)
+		evs, through, err := db.Events(ctx, after, nil, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var got []string
 		for _, e := range evs {
 			got = append(got, e.TradeNo)
-			after = e.Seq
+			if e.Seq > through {
+				t.Fatalf("event %d served past through %d", e.Seq, through)
+			}
 		}
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("feed after %d: %v, want %v", after, got, want)
 		}
-		return after
+		return through
 	}
 	cursor := read(0, "LATE")
 	close(release)
@@ -228,8 +230,13 @@ func TestFeedNeverSkipsALateCommit(t *testing.T) {
 	}
 	cursor = read(cursor, "EARLY")
 	read(cursor)
-	if evs, _ := db.Events(ctx, 0, []string{payment.EventOrderClosed}, 10); len(evs) != 0 {
-		t.Fatalf("type filter: %d order.closed events, want 0", len(evs))
+	// A filter matching nothing still says how far it read: the next read starts there.
+	if evs, through, err := db.Events(ctx, 0, []string{payment.EventOrderClosed}, 10); err != nil || len(evs) != 0 || through != cursor {
+		t.Fatalf("type filter: %d order.closed events through %d (%v), want none through %d", len(evs), through, err, cursor)
+	}
+	// A full page goes through its last event only.
+	if evs, through, err := db.Events(ctx, 0, nil, 1); err != nil || len(evs) != 1 || through != evs[0].Seq {
+		t.Fatalf("limit 1: %d events through %d (%v)", len(evs), through, err)
 	}
 }
 
