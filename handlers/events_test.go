@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -272,4 +273,26 @@ func containsType(typ string) bool {
 		}
 	}
 	return false
+}
+
+// A long poll outlasts the server's write timeout (DefaultTimeouts' 30 s equals the longest
+// wait): the handler moves its own write deadline past the wait.
+func TestFeedLongPollOutlastsTheWriteTimeout(t *testing.T) {
+	h := newHarness(t, options{})
+	ts := httptest.NewUnstartedServer(h.handler)
+	ts.Config.WriteTimeout = 500 * time.Millisecond
+	ts.Start()
+	defer ts.Close()
+	req, _ := http.NewRequest("GET", ts.URL+"/v1/events?wait=1500ms", nil)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	start := time.Now()
+	res, err := h.client.Do(req)
+	if err != nil {
+		t.Fatalf("the long poll was cut off after %s: %v", time.Since(start), err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil || res.StatusCode != 200 || !strings.Contains(string(b), `"next_cursor"`) || time.Since(start) < 1500*time.Millisecond {
+		t.Fatalf("after %s: %d %s (%v)", time.Since(start), res.StatusCode, b, err)
+	}
 }
