@@ -318,3 +318,44 @@ func TestPurgeEvents(t *testing.T) {
 		}
 	}
 }
+
+// The pay path gains one statement: a payment's change writes its event in one INSERT, and a
+// group's changes write all their events in one multi-row INSERT.
+func TestOneInsertPerChange(t *testing.T) {
+	db := testenv.DB(t)
+	ctx := context.Background()
+	newOrders(t, db, "A", "G1", "G2", "G3")
+	err := db.InTx(ctx, func(tx *repository.Tx) error {
+		count := func() int64 {
+			n, err := tx.Statements(ctx, "Com_insert_select")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		before := count()
+		if err := markPaid(ctx, tx, "A"); err != nil {
+			return err
+		}
+		single := count()
+		var items []repository.PaidItem
+		for _, tn := range []string{"G1", "G2", "G3"} {
+			items = append(items, repository.PaidItem{TradeNo: tn, Channel: "c", ChannelTxnID: "t" + tn, AmountFen: 1000, Currency: "CNY", PaidAt: at})
+		}
+		if n, err := tx.MarkPaidGroup(ctx, items, at); err != nil || n != 3 {
+			return fmt.Errorf("MarkPaidGroup: %d %v", n, err)
+		}
+		if single-before != 1 || count()-single != 1 {
+			t.Errorf("event inserts: %d for one payment, %d for a group of 3; want 1 and 1", single-before, count()-single)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tn := range []string{"A", "G1", "G2", "G3"} {
+		if evs, err := db.EventsOf(ctx, tn); err != nil || len(evs) != 1 {
+			t.Fatalf("%s: %d events (%v), want 1", tn, len(evs), err)
+		}
+	}
+}
