@@ -281,7 +281,7 @@ func (a *Applier) pay(ctx context.Context, tx *repository.Tx, ev payment.Event, 
 	if paidAt.IsZero() {
 		paidAt = now
 	}
-	ok, err := tx.MarkPaid(ctx, ev.TradeNo, ev.Channel, ev.ChannelTxnID, ev.AmountFen, ev.Currency, paidAt.UTC())
+	ok, err := tx.MarkPaid(ctx, ev.TradeNo, ev.Channel, ev.ChannelTxnID, ev.AmountFen, ev.Currency, paidAt.UTC(), now)
 	if err != nil {
 		return "", 0, err
 	}
@@ -296,7 +296,7 @@ func (a *Applier) pay(ctx context.Context, tx *repository.Tx, ev payment.Event, 
 		if outcome = classify(order, ev); outcome == payment.OutcomeApplied {
 			// A WAIT_PAY order that asks for this payment: only its pending refunds kept
 			// MarkPaid from matching, and they are counted in below.
-			if ok, err := tx.MarkPaidWithPending(ctx, ev.TradeNo, ev.Channel, ev.ChannelTxnID, ev.AmountFen, ev.Currency, paidAt.UTC()); err != nil {
+			if ok, err := tx.MarkPaidWithPending(ctx, ev.TradeNo, ev.Channel, ev.ChannelTxnID, ev.AmountFen, ev.Currency, paidAt.UTC(), now); err != nil {
 				return "", 0, err
 			} else if !ok {
 				return "", 0, errors.New("order changed under its row lock")
@@ -341,10 +341,11 @@ func (a *Applier) refund(ctx context.Context, tx *repository.Tx, ev *payment.Eve
 			_, err := putRefund(ctx, tx, *ev, status, now)
 			return err
 		}
+		c := counted{key: refundKey(*ev), refundID: cmp.Or(ev.RefundID, ev.RefundBillKey)}
 		if ev.RefundIsTotal {
-			outcome, err = a.countTotal(ctx, tx, o, now, refundKey(*ev), ev.RefundFen, write)
+			outcome, err = a.countTotal(ctx, tx, o, now, c, ev.RefundFen, write)
 		} else {
-			outcome, err = a.countRefund(ctx, tx, o, now, refundKey(*ev), write)
+			outcome, err = a.countRefund(ctx, tx, o, now, c, write)
 		}
 	case errors.Is(err, payment.ErrNotFound):
 		outcome, err = a.refundUnapplied(ctx, tx, ev, now)
@@ -381,12 +382,18 @@ func (a *Applier) refundUnapplied(ctx context.Context, tx *repository.Tx, ev *pa
 	return payment.OutcomeRefundPending, err
 }
 
+// counted names the refund statement being counted: key, its anomaly's key should it exceed the
+// payment; refundID, the refund its order.refunded event names ("" for a total naming none).
+type counted struct {
+	key, refundID string
+}
+
 // countRefund writes a statement about the payment order o holds (write, given the status to
 // write it with) and sets refunded_fen to what the ledger then says: the larger of the sum of the
 // payment's refunds and the largest running total stated for it. When that would pass what was
 // paid, the statement is undone and written again REFUSED, and a REFUND_EXCEEDS_PAYMENT anomaly
-// keyed by the statement (key) is flagged.
-func (a *Applier) countRefund(ctx context.Context, tx *repository.Tx, o payment.Order, now time.Time, key string, write func(status string) error) (payment.Outcome, error) {
+// keyed by the statement (c.key) is flagged.
+func (a *Applier) countRefund(ctx context.Context, tx *repository.Tx, o payment.Order, now time.Time, c counted, write func(status string) error) (payment.Outcome, error) {
 	if err := tx.Savepoint(ctx); err != nil {
 		return "", err
 	}
@@ -405,9 +412,9 @@ func (a *Applier) countRefund(ctx context.Context, tx *repository.Tx, o payment.
 		if err := write(payment.RefundRefused); err != nil {
 			return "", err
 		}
-		return payment.OutcomeRefundExceedsPayment, tx.FlagAnomaly(ctx, refundAnomaly(o, key, refunded, now))
+		return payment.OutcomeRefundExceedsPayment, tx.FlagAnomaly(ctx, refundAnomaly(o, c.key, refunded, now))
 	}
-	return payment.OutcomeRefunded, setRefunded(ctx, tx, o, refunded)
+	return payment.OutcomeRefunded, setRefunded(ctx, tx, o, refunded, c.refundID, now)
 }
 
 // countTotal is countRefund for a running total (naming at most a refund without its amount): it
@@ -415,23 +422,24 @@ func (a *Applier) countRefund(ctx context.Context, tx *repository.Tx, o payment.
 // order's refunded_fen is what the ledger says of its APPLIED rows (only this lock's holders
 // change them), so the total makes it the larger of the two; only a total that would pass the
 // payment takes countRefund's undo-and-refuse path.
-func (a *Applier) countTotal(ctx context.Context, tx *repository.Tx, o payment.Order, now time.Time, key string, stated int64, write func(status string) error) (payment.Outcome, error) {
+func (a *Applier) countTotal(ctx context.Context, tx *repository.Tx, o payment.Order, now time.Time, c counted, stated int64, write func(status string) error) (payment.Outcome, error) {
 	refunded := max(stated, o.RefundedFen)
 	if refunded > o.AmountFen {
-		return a.countRefund(ctx, tx, o, now, key, write)
+		return a.countRefund(ctx, tx, o, now, c, write)
 	}
 	if err := write(payment.RefundApplied); err != nil {
 		return "", err
 	}
-	return payment.OutcomeRefunded, setRefunded(ctx, tx, o, refunded)
+	return payment.OutcomeRefunded, setRefunded(ctx, tx, o, refunded, c.refundID, now)
 }
 
-// setRefunded writes a locked order's refunded_fen when it changes.
-func setRefunded(ctx context.Context, tx *repository.Tx, o payment.Order, refunded int64) error {
+// setRefunded writes a locked order's refunded_fen when it changes, and with it the change's
+// order.refunded event: refundID, and what it added to refunded_fen.
+func setRefunded(ctx context.Context, tx *repository.Tx, o payment.Order, refunded int64, refundID string, now time.Time) error {
 	if refunded == o.RefundedFen {
 		return nil
 	}
-	if ok, err := tx.SetRefunded(ctx, o.TradeNo, refunded); err != nil {
+	if ok, err := tx.SetRefunded(ctx, o.TradeNo, refunded, refundID, refunded-o.RefundedFen, now); err != nil {
 		return err
 	} else if !ok {
 		return errors.New("order changed under its row lock")
@@ -536,14 +544,18 @@ func (a *Applier) settlePending(ctx context.Context, tx *repository.Tx, ev payme
 			}
 			continue
 		}
-		counted, err := a.countRefund(ctx, tx, o, now, p.RefundID, func(status string) error {
+		c := counted{key: p.RefundID, refundID: p.RefundID}
+		if p.Kind == payment.RefundTotal {
+			c.refundID = ""
+		}
+		res, err := a.countRefund(ctx, tx, o, now, c, func(status string) error {
 			p.Status = status
 			return tx.UpdateRefund(ctx, p)
 		})
 		if err != nil {
 			return err
 		}
-		if counted == payment.OutcomeRefunded {
+		if res == payment.OutcomeRefunded {
 			if o, err = tx.LockOrder(ctx, ev.TradeNo); err != nil {
 				return err
 			}

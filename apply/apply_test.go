@@ -105,7 +105,7 @@ func (f *fixture) state() string {
 	}
 	defer db.Close()
 	var b strings.Builder
-	for _, table := range []string{"idempotent_record", "notify_journal", "orders", "refund", "anomaly"} {
+	for _, table := range []string{"idempotent_record", "notify_journal", "orders", "refund", "anomaly", "event"} {
 		rows, err := db.Query(`SELECT * FROM ` + table + ` ORDER BY 1`)
 		if err != nil {
 			f.t.Fatal(err)

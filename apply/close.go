@@ -31,7 +31,7 @@ func closeTrade(ctx context.Context, tx *repository.Tx, ev payment.Event, now ti
 	case open > 0 || o.Status != payment.OrderWaitPay:
 		return payment.OutcomeJournalled, nil
 	}
-	if ok, err := tx.MarkClosed(ctx, ev.TradeNo); err != nil {
+	if ok, err := tx.MarkClosed(ctx, ev.TradeNo, now); err != nil {
 		return "", err
 	} else if !ok {
 		return "", errors.New("order changed under its row lock")

@@ -166,7 +166,7 @@ func (g *grouper) commit(in []*groupItem) (applied []*groupItem, recordID int64,
 		if len(items) == 0 {
 			return nil
 		}
-		if n, err := tx.MarkPaidGroup(ctx, items); err != nil {
+		if n, err := tx.MarkPaidGroup(ctx, items, now); err != nil {
 			return err
 		} else if n != int64(len(items)) {
 			return errGroupRace

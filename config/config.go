@@ -38,6 +38,7 @@ type Config struct {
 	Admin       Admin       `koanf:"admin"`
 	Journal     Journal     `koanf:"journal"`
 	Webhooks    Webhooks    `koanf:"webhooks"`
+	Events      Events      `koanf:"events"`
 }
 
 // Journal is the notification journal: every verified notification and trade-query answer.
@@ -46,6 +47,17 @@ type Journal struct {
 	// pass). The default, 400 days, is a year of audits plus slack.
 	Retention time.Duration `koanf:"retention"`
 }
+
+// Events is the outbox: the events of every order change, served by GET /v1/events.
+type Events struct {
+	// Retention: numbered events written longer ago than this are purged (serve's daily pass,
+	// `paygw purge`). The default, 30 days, is the feed's and the webhooks' window.
+	Retention time.Duration `koanf:"retention"`
+}
+
+// MinEventRetention outlasts the webhooks' whole retry schedule (about 28 hours) with slack: an
+// event is not purged before its deliveries could end.
+const MinEventRetention = 72 * time.Hour
 
 // Reconcile is the job that asks the channels about orders whose notification never came.
 type Reconcile struct {
@@ -251,6 +263,7 @@ func defaults() map[string]any {
 		"idempotency.return_original_result":   true,
 		"idempotency.retention":                "168h",
 		"journal.retention":                    "9600h",
+		"events.retention":                     "720h",
 		"channels.alipay.enabled":              false,
 		"channels.wechatpay.enabled":           false,
 		"channels.stripe.enabled":              false,
@@ -401,6 +414,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Journal.Retention < MinJournalRetention {
 		bad("journal.retention", "must be at least %s (30 days), got %s", MinJournalRetention, c.Journal.Retention)
+	}
+	if c.Events.Retention < MinEventRetention {
+		bad("events.retention", "must be at least %s (the webhooks' retry schedule), got %s", MinEventRetention, c.Events.Retention)
 	}
 	c.validateReconcile(bad)
 	c.validateAuth(bad)

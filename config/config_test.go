@@ -40,6 +40,7 @@ func wantDefaults() Config {
 			Retention:             168 * time.Hour,
 		},
 		Journal: Journal{Retention: 9600 * time.Hour},
+		Events:  Events{Retention: 720 * time.Hour},
 		Channels: Channels{
 			Alipay:    Alipay{GatewayURL: "https://openapi.alipay.com/gateway.do"},
 			WeChatPay: WeChatPay{APIBaseURL: "https://api.mch.weixin.qq.com"},
@@ -98,19 +99,21 @@ func TestLoad(t *testing.T) {
 			},
 		},
 		"retention at the minimums": {
-			yaml:    "idempotency: {retention: 72h}\njournal: {retention: 720h}\n",
+			yaml:    "idempotency: {retention: 72h}\njournal: {retention: 720h}\nevents: {retention: 72h}\n",
 			environ: nil,
 			want: func(c *Config) {
 				c.Idempotency.Retention = 72 * time.Hour
 				c.Journal.Retention = 720 * time.Hour
+				c.Events.Retention = 72 * time.Hour
 			},
 		},
 		"retention via env": {
 			yaml:    "{}\n",
-			environ: []string{"PAYGW_IDEMPOTENCY__RETENTION=336h", "PAYGW_JOURNAL__RETENTION=8760h"},
+			environ: []string{"PAYGW_IDEMPOTENCY__RETENTION=336h", "PAYGW_JOURNAL__RETENTION=8760h", "PAYGW_EVENTS__RETENTION=2160h"},
 			want: func(c *Config) {
 				c.Idempotency.Retention = 336 * time.Hour
 				c.Journal.Retention = 8760 * time.Hour
+				c.Events.Retention = 2160 * time.Hour
 			},
 		},
 		"file values": {
@@ -371,6 +374,14 @@ func TestLoadRefuses(t *testing.T) {
 		"journal retention below a month": {
 			yaml: "journal: {retention: 240h}\n",
 			want: []string{"journal.retention", "720h0m0s", "240h0m0s"},
+		},
+		"events retention below the webhooks' retry schedule": {
+			yaml: "events: {retention: 24h}\n",
+			want: []string{"events.retention", "72h0m0s", "24h0m0s"},
+		},
+		"events retention unparsable": {
+			yaml: "events: {retention: a month}\n",
+			want: []string{"events.retention", "invalid duration"},
 		},
 		"journal retention unparsable": {
 			yaml: "journal: {retention: forever}\n",

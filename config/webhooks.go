@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/webhook"
 )
 
@@ -29,9 +30,8 @@ type Endpoint struct {
 	Events  []string `koanf:"events"` // empty: every type
 }
 
-// EventTypes are the event types an endpoint may subscribe to.
-// TODO(merge): the outbox names these; point this at its constants.
-var EventTypes = []string{"order.paid", "order.refunded", "order.closed", "payment.anomaly"}
+// EventTypes are the event types an endpoint may subscribe to: the outbox's.
+var EventTypes = payment.EventTypes
 
 // DefaultRetrySchedule is webhooks.retry_schedule's default, the Standard Webhooks
 // specification's example schedule up to 10 hours.

@@ -35,6 +35,10 @@ type Config struct {
 	Tokens         []Token
 	Metrics        *metrics.Metrics // nil counts nothing
 	Webhooks       Webhooks         // the webhook deliveries (delivery.Dispatcher); nil: no webhook routes
+	// EventsChanged, when not nil, returns a channel closed when this process next numbers
+	// outbox events (outbox.Sequencer.Changed): it wakes the feed's long polls. Without it they
+	// read the feed again every feedPoll.
+	EventsChanged func() <-chan struct{}
 }
 
 // Token is one API client.
@@ -92,6 +96,7 @@ func (s *Server) Echo() *echo.Echo {
 	v1.GET("/anomalies", s.listAnomalies)
 	v1.POST("/anomalies/:id/resolve", s.resolveAnomaly)
 	v1.GET("/payments/:trade_no", s.getPayment)
+	v1.GET("/events", s.listEvents)
 	v1.GET("/openapi.yaml", s.openAPI)
 	s.webhookRoutes(v1)
 	return e

@@ -23,6 +23,8 @@ const (
 	// WebhookDelivery: one lease per delivery shard (WebhookShard), held by the replica that
 	// fans out and POSTs that shard's webhook deliveries, from its start until it stops.
 	WebhookDelivery = "webhook_delivery"
+	// Outbox: the outbox's sequencer (outbox.Sequencer.Serve), held while its replica runs.
+	Outbox = "outbox"
 )
 
 // WebhookShard names the lease of webhook delivery shard i (job_lease.name is 32 bytes at most).

@@ -16,6 +16,9 @@ type State struct {
 	OpenAnomalies map[string]int          // anomalies no person has resolved, by kind
 	Discrepancies map[[2]string]int       // open discrepancies, by channel and class
 	LastSuccess   map[[2]string]time.Time // last successful run, by recon_job (JobQuery, JobBill) and channel
+	// EventsUnsequenced: committed outbox events the sequencer has not numbered yet (not in the
+	// feed yet); a backlog that stays means no replica runs the sequencer.
+	EventsUnsequenced int
 }
 
 // StateReader reads the stored state (repository.DB).
@@ -33,7 +36,7 @@ const storedTimeout = 2 * time.Second
 // stored is the collector of the gauges computed from the database at scrape time, so they
 // survive restarts, agree across replicas and count what the CLI did.
 type stored struct {
-	anomalies, discrepancies, lastSuccess, up *prometheus.Desc
+	anomalies, discrepancies, lastSuccess, unsequenced, up *prometheus.Desc
 
 	mu     sync.Mutex
 	read   StateReader         // nil: nothing to report (no database)
@@ -56,6 +59,8 @@ func (m *Metrics) storedFamilies() {
 		lastSuccess: desc("paygw_reconcile_last_success_timestamp_seconds",
 			"When a reconciliation job (recon_job query or bill) last succeeded for a channel, Unix seconds; 0 if never (from the database).",
 			"recon_job", "channel"),
+		unsequenced: desc("paygw_events_unsequenced",
+			"Committed outbox events not numbered by the sequencer yet, so not in the feed yet (from the database)."),
 		up:     desc("paygw_stored_state_up", "1 when the stored-state gauges could be read from the database at this scrape, else 0."),
 		expect: map[string][]string{},
 	}
@@ -102,6 +107,7 @@ func (s *stored) Describe(ch chan<- *prometheus.Desc) {
 	ch <- s.anomalies
 	ch <- s.discrepancies
 	ch <- s.lastSuccess
+	ch <- s.unsequenced
 	ch <- s.up
 }
 
@@ -125,6 +131,7 @@ func (s *stored) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	gauge(s.up, 1)
+	gauge(s.unsequenced, float64(s.state.EventsUnsequenced))
 	// The fixed sets start at zero, so a rule or a panel sees "none" rather than no data: every
 	// anomaly kind, and every class of each channel a job is expected for.
 	anomalies := map[string]int{}

@@ -216,7 +216,7 @@ func TestIssue20Case03ClosedOrderOpenAttemptStillAsked(t *testing.T) {
 	tn := w.order("wechatpay", 1999)
 	w.trade("wechatpay", tn, 1999, simulate.FakePaid, false)
 	if err := w.db.InTx(context.Background(), func(tx *repository.Tx) error {
-		_, err := tx.MarkClosed(context.Background(), tn) // as the old close left it
+		_, err := tx.MarkClosed(context.Background(), tn, time.Now()) // as the old close left it
 		return err
 	}); err != nil {
 		t.Fatal(err)

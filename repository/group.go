@@ -61,8 +61,9 @@ func (tx *Tx) LockPayable(ctx context.Context, pays []PaidItem) (map[string]Paid
 }
 
 // MarkPaidGroup moves every order of items (locked by LockPayable, distinct trade_nos) from
-// WAIT_PAY to PAID in one statement, and returns how many it moved.
-func (tx *Tx) MarkPaidGroup(ctx context.Context, items []PaidItem) (int64, error) {
+// WAIT_PAY to PAID in one statement, and returns how many it moved; when it moved them all, it
+// writes their order.paid events, stamped at, in one more.
+func (tx *Tx) MarkPaidGroup(ctx context.Context, items []PaidItem, at time.Time) (int64, error) {
 	var b strings.Builder
 	args := make([]any, 0, 7*len(items))
 	set := func(col string, val func(PaidItem) any) {
@@ -87,7 +88,15 @@ func (tx *Tx) MarkPaidGroup(ctx context.Context, items []PaidItem) (int64, error
 	if err != nil {
 		return 0, err
 	}
-	return res.RowsAffected()
+	n, err := res.RowsAffected()
+	if err != nil || n != int64(len(items)) {
+		return n, err // the caller rolls back
+	}
+	tradeNos := make([]string, len(items))
+	for i, it := range items {
+		tradeNos[i] = it.TradeNo
+	}
+	return n, tx.insertEvents(ctx, payment.EventOrderPaid, tradeNos, at)
 }
 
 // DoneRecord is one idempotent_record of a group, final from birth.

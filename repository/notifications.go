@@ -122,14 +122,27 @@ func (db *DB) Seen(ctx context.Context, bizType, channel, key, notifyID string) 
 	return recorded, journalled, err
 }
 
-// FlagAnomaly records an anomaly once per (kind, channel, channel txn id).
+// FlagAnomaly records an anomaly once per (kind, channel, channel txn id), and with a new one of
+// an order its payment.anomaly event, stamped a.CreatedTime: the anomaly's own amount, currency,
+// channel and transaction, beside the order's other fields.
 func (tx *Tx) FlagAnomaly(ctx context.Context, a payment.Anomaly) error {
 	const q = `INSERT INTO anomaly (kind, trade_no, channel, channel_txn_id, amount_fen, currency,
 		expected_amount_fen, detail, created_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON DUPLICATE KEY UPDATE id = id`
-	_, err := tx.x.ExecContext(ctx, q, string(a.Kind), a.TradeNo, a.Channel, a.ChannelTxnID, a.AmountFen, a.Currency,
-		a.ExpectedAmountFen, clip(a.Detail, 512), a.CreatedTime)
-	return err
+	detail := clip(a.Detail, 512)
+	res, err := tx.x.ExecContext(ctx, q, string(a.Kind), a.TradeNo, a.Channel, a.ChannelTxnID, a.AmountFen, a.Currency,
+		a.ExpectedAmountFen, detail, a.CreatedTime)
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected() // 1: inserted; 0: flagged before
+	if err != nil || n != 1 || a.TradeNo == "" {
+		return err
+	}
+	return tx.insertEvent(ctx, payment.EventPaymentAnomaly, a.TradeNo, a.CreatedTime,
+		bound("amount_fen", a.AmountFen), bound("currency", a.Currency), bound("channel", a.Channel),
+		bound("channel_txn_id", a.ChannelTxnID), bound("kind", string(a.Kind)),
+		bound("expected_amount_fen", a.ExpectedAmountFen), bound("detail", detail))
 }
 
 // LockPaymentAnomaly reads, with a row lock, the anomaly of a payment that was recorded but not

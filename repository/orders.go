@@ -121,26 +121,42 @@ func (tx *Tx) InsertOrder(ctx context.Context, o payment.Order, scope, key, hash
 
 // MarkPaid is the conditional state change of a payment: it succeeds only for a WAIT_PAY order
 // asking for exactly this amount and currency, with no refund of this payment waiting for it in
-// the ledger. ok is false when no row matched; the caller then reads the order to tell why.
-func (tx *Tx) MarkPaid(ctx context.Context, tradeNo, channel, txnID string, amountFen int64, currency string, paidAt time.Time) (ok bool, err error) {
+// the ledger, and writes its order.paid event, stamped at. ok is false when no row matched (and
+// nothing was written); the caller then reads the order to tell why.
+func (tx *Tx) MarkPaid(ctx context.Context, tradeNo, channel, txnID string, amountFen int64, currency string, paidAt, at time.Time) (ok bool, err error) {
 	const q = `UPDATE orders SET status = 'PAID', channel = ?, channel_txn_id = ?, paid_time = ?
 		WHERE trade_no = ? AND status = 'WAIT_PAY' AND amount_fen = ? AND currency = ?
 		AND NOT EXISTS (SELECT 1 FROM refund r WHERE r.channel = ? AND r.channel_txn_id = ? AND r.status = 'PENDING')`
-	return changed(tx.x.ExecContext(ctx, q, channel, txnID, paidAt, tradeNo, amountFen, currency, channel, txnID))
+	ok, err = changed(tx.x.ExecContext(ctx, q, channel, txnID, paidAt, tradeNo, amountFen, currency, channel, txnID))
+	return tx.withEvent(ctx, ok, err, payment.EventOrderPaid, tradeNo, at)
 }
 
 // MarkPaidWithPending is MarkPaid for an order the caller has locked and knows to have refunds
 // pending: the caller counts them in within the same transaction.
-func (tx *Tx) MarkPaidWithPending(ctx context.Context, tradeNo, channel, txnID string, amountFen int64, currency string, paidAt time.Time) (ok bool, err error) {
+func (tx *Tx) MarkPaidWithPending(ctx context.Context, tradeNo, channel, txnID string, amountFen int64, currency string, paidAt, at time.Time) (ok bool, err error) {
 	const q = `UPDATE orders SET status = 'PAID', channel = ?, channel_txn_id = ?, paid_time = ?
 		WHERE trade_no = ? AND status = 'WAIT_PAY' AND amount_fen = ? AND currency = ?`
-	return changed(tx.x.ExecContext(ctx, q, channel, txnID, paidAt, tradeNo, amountFen, currency))
+	ok, err = changed(tx.x.ExecContext(ctx, q, channel, txnID, paidAt, tradeNo, amountFen, currency))
+	return tx.withEvent(ctx, ok, err, payment.EventOrderPaid, tradeNo, at)
 }
 
-// MarkClosed closes a WAIT_PAY order; ok is false if it was not WAIT_PAY (or does not exist).
-func (tx *Tx) MarkClosed(ctx context.Context, tradeNo string) (ok bool, err error) {
+// MarkClosed closes a WAIT_PAY order and writes its order.closed event, stamped at; ok is false
+// if it was not WAIT_PAY (or does not exist), and nothing was written.
+func (tx *Tx) MarkClosed(ctx context.Context, tradeNo string, at time.Time) (ok bool, err error) {
 	const q = `UPDATE orders SET status = 'CLOSED' WHERE trade_no = ? AND status = 'WAIT_PAY'`
-	return changed(tx.x.ExecContext(ctx, q, tradeNo))
+	ok, err = changed(tx.x.ExecContext(ctx, q, tradeNo))
+	return tx.withEvent(ctx, ok, err, payment.EventOrderClosed, tradeNo, at)
+}
+
+// withEvent writes the event of a state change that happened (ok), and passes its result on.
+func (tx *Tx) withEvent(ctx context.Context, ok bool, err error, typ, tradeNo string, at time.Time, fields ...eventField) (bool, error) {
+	if err != nil || !ok {
+		return ok, err
+	}
+	if err := tx.insertEvent(ctx, typ, tradeNo, at, fields...); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // OrderByIdemKey finds the order created for an idempotency key, with the request_hash of the

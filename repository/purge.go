@@ -32,6 +32,9 @@ var (
 		keep:   fmt.Sprintf("status IN (%d, %d)", StatusSuccess, StatusFailed),
 		marked: true}
 	journalTable = purgeTable{name: "notify_journal", timeCol: "received_time"}
+	eventsTable  = purgeTable{name: "event", timeCol: "created_time",
+		// Only numbered events: an unnumbered one has not been in the feed yet.
+		keep: "seq IS NOT NULL"}
 )
 
 // PurgeRecords deletes the final (success or failed) idempotent_record rows created longer ago
@@ -46,6 +49,13 @@ func (db *DB) PurgeRecords(ctx context.Context, olderThan time.Duration, onBatch
 // database's clock. onBatch is as for PurgeRecords.
 func (db *DB) PurgeJournal(ctx context.Context, olderThan time.Duration, onBatch func(n int64)) (Purged, error) {
 	return db.purge(ctx, journalTable, olderThan, PurgeBatch, onBatch)
+}
+
+// PurgeEvents deletes the numbered outbox events written longer ago than olderThan, by the
+// database's clock; events the sequencer has not numbered yet stay. onBatch is as for
+// PurgeRecords.
+func (db *DB) PurgeEvents(ctx context.Context, olderThan time.Duration, onBatch func(n int64)) (Purged, error) {
+	return db.purge(ctx, eventsTable, olderThan, PurgeBatch, onBatch)
 }
 
 // purge walks the table by primary key, batch rows at a time: it reads the next range's id

@@ -144,8 +144,10 @@ func (tx *Tx) RefundSums(ctx context.Context, channel, txnID, status string) (it
 }
 
 // SetRefunded sets a PAID order's refunded_fen to what its ledger now says; it never lowers it
-// and never passes what was paid (ok is false then: the caller checked, so that is a bug).
-func (tx *Tx) SetRefunded(ctx context.Context, tradeNo string, fen int64) (ok bool, err error) {
+// and never passes what was paid (ok is false then: the caller checked, so that is a bug). A
+// change writes its order.refunded event, stamped at, for the refund that made it: refundID
+// ("" for a running total that names none), adding refundFen to what was refunded.
+func (tx *Tx) SetRefunded(ctx context.Context, tradeNo string, fen int64, refundID string, refundFen int64, at time.Time) (ok bool, err error) {
 	const q = `UPDATE orders SET refunded_fen = ?
 		WHERE trade_no = ? AND status = 'PAID' AND ? <= amount_fen AND ? >= refunded_fen`
 	res, err := tx.x.ExecContext(ctx, q, fen, tradeNo, fen, fen)
@@ -153,10 +155,11 @@ func (tx *Tx) SetRefunded(ctx context.Context, tradeNo string, fen int64) (ok bo
 		return false, err
 	}
 	if n, err := res.RowsAffected(); err != nil || n == 1 {
-		return n == 1, err
+		return tx.withEvent(ctx, n == 1, err, payment.EventOrderRefunded, tradeNo, at,
+			bound("refund_id", refundID), bound("refund_fen", refundFen))
 	}
-	// No row changed: either the value was already there (MariaDB counts changed rows) or the
-	// guard refused. Tell them apart.
+	// No row changed: either the value was already there (MariaDB counts changed rows: no
+	// change, no event) or the guard refused. Tell them apart.
 	var cur int64
 	if err := tx.x.GetContext(ctx, &cur, `SELECT refunded_fen FROM orders WHERE trade_no = ?`, tradeNo); err != nil {
 		return false, err

@@ -16,7 +16,8 @@ var _ metrics.StateReader = (*DB)(nil)
 //     channel, source and bill day) that no repair settled (a CHANNEL_ONLY applied, a
 //     REFUND_CHANNEL_ONLY refunded), by channel and class; PENDING rows are counted;
 //   - the last successful run of each reconciliation job per channel: a complete bill run
-//     (recon_run), a query run that could ask the channel (recon_query_success).
+//     (recon_run), a query run that could ask the channel (recon_query_success);
+//   - the outbox events committed but not numbered yet.
 func (db *DB) StoredState(ctx context.Context) (metrics.State, error) {
 	st := metrics.State{
 		OpenAnomalies: map[string]int{},
@@ -65,6 +66,10 @@ func (db *DB) StoredState(ctx context.Context) (metrics.State, error) {
 	}
 	for _, l := range last {
 		st.LastSuccess[[2]string{l.Job, l.Channel}] = l.At
+	}
+	const unsequenced = `SELECT COUNT(*) FROM event WHERE seq IS NULL`
+	if err := db.x.GetContext(ctx, &st.EventsUnsequenced, unsequenced); err != nil {
+		return st, err
 	}
 	return st, nil
 }

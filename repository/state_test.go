@@ -29,7 +29,7 @@ func scrapeStored(t *testing.T, db *repository.DB) string {
 	var out []string
 	for _, l := range strings.Split(rec.Body.String(), "\n") {
 		for _, name := range []string{"paygw_anomalies_open", "paygw_reconcile_discrepancies",
-			"paygw_reconcile_last_success_timestamp_seconds", "paygw_stored_state_up"} {
+			"paygw_reconcile_last_success_timestamp_seconds", "paygw_stored_state_up", "paygw_events_unsequenced"} {
 			if strings.HasPrefix(l, name+"{") || strings.HasPrefix(l, name+" ") {
 				out = append(out, l)
 			}
@@ -132,6 +132,7 @@ func TestStoredStateGauges(t *testing.T) {
 	ts := func(t time.Time) string { return strconv.FormatFloat(float64(t.Unix()), 'g', -1, 64) }
 	want := strings.Join([]string{
 		`paygw_anomalies_open{kind="AMOUNT_MISMATCH"} 2`,
+		`paygw_events_unsequenced 3`, // the anomalies' events: no sequencer ran
 		`paygw_reconcile_discrepancies{channel="alipay",class="AMOUNT_MISMATCH"} 1`,
 		`paygw_reconcile_discrepancies{channel="alipay",class="CHANNEL_ONLY"} 1`,
 		`paygw_reconcile_discrepancies{channel="alipay",class="LOCAL_ONLY"} 1`,

@@ -1,5 +1,6 @@
 // Package retention keeps the tables within their retention: the daily purge of final
-// idempotency records and journal rows past idempotency.retention and journal.retention, and the
+// idempotency records, journal rows and numbered outbox events past idempotency.retention,
+// journal.retention and events.retention, and the
 // sweeper that fails processing records stuck past idempotency.db_timeout_clean_seconds.
 package retention
 
@@ -19,6 +20,7 @@ type Store interface {
 	lease.Store
 	PurgeRecords(ctx context.Context, olderThan time.Duration, onBatch func(n int64)) (repository.Purged, error)
 	PurgeJournal(ctx context.Context, olderThan time.Duration, onBatch func(n int64)) (repository.Purged, error)
+	PurgeEvents(ctx context.Context, olderThan time.Duration, onBatch func(n int64)) (repository.Purged, error)
 	SweepProcessing(ctx context.Context, timeout time.Duration) (int64, error)
 }
 
@@ -28,11 +30,12 @@ var _ Store = (*repository.DB)(nil)
 type Config struct {
 	Records time.Duration // idempotency.retention: final idempotency records
 	Journal time.Duration // journal.retention: notify_journal rows
+	Events  time.Duration // events.retention: numbered outbox events; 0 keeps them all
 }
 
-// Purged is one pass over both tables.
+// Purged is one pass over the tables.
 type Purged struct {
-	Records, Journal repository.Purged
+	Records, Journal, Events repository.Purged
 }
 
 // PurgeCheckEvery is how often serve looks whether the day's purge is due.
@@ -48,7 +51,7 @@ type Purger struct {
 	cfg Config
 	log zerolog.Logger
 
-	// OnPurged, when not nil, is told of every batch's deleted rows (both tables). Set before use.
+	// OnPurged, when not nil, is told of every batch's deleted rows (every table). Set before use.
 	OnPurged func(n int64)
 }
 
@@ -57,8 +60,8 @@ func NewPurger(db Store, cfg Config, log zerolog.Logger) *Purger {
 	return &Purger{db: db, cfg: cfg, log: log}
 }
 
-// Once deletes the idempotency records and the journal rows past their retention, now,
-// whatever the day's lease says (a purge is idempotent).
+// Once deletes the idempotency records, the journal rows and the numbered events past their
+// retention, now, whatever the day's lease says (a purge is idempotent).
 func (p *Purger) Once(ctx context.Context) (Purged, error) {
 	var r Purged
 	var err error
@@ -67,6 +70,12 @@ func (p *Purger) Once(ctx context.Context) (Purged, error) {
 	}
 	if r.Journal, err = p.db.PurgeJournal(ctx, p.cfg.Journal, p.OnPurged); err != nil {
 		return r, fmt.Errorf("purge notify_journal: %w", err)
+	}
+	if p.cfg.Events <= 0 { // a Config built without it (config.Validate refuses below 72h)
+		return r, nil
+	}
+	if r.Events, err = p.db.PurgeEvents(ctx, p.cfg.Events, p.OnPurged); err != nil {
+		return r, fmt.Errorf("purge event: %w", err)
 	}
 	return r, nil
 }
@@ -104,6 +113,7 @@ func (p *Purger) ifDue(ctx context.Context, holder string) {
 	}
 	ev.Int64("idempotent_records", r.Records.Rows).Int("record_batches", r.Records.Batches).
 		Int64("journal_rows", r.Journal.Rows).Int("journal_batches", r.Journal.Batches).
+		Int64("event_rows", r.Events.Rows).Int("event_batches", r.Events.Batches).
 		Dur("took", time.Since(start)).Msg("purged rows past retention")
 }
 

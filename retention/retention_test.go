@@ -34,7 +34,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-var week = retention.Config{Records: 7 * 24 * time.Hour, Journal: 400 * 24 * time.Hour}
+var week = retention.Config{Records: 7 * 24 * time.Hour, Journal: 400 * 24 * time.Hour, Events: 30 * 24 * time.Hour}
 
 // Two replicas looking every few milliseconds purge once between them: the day's lease.
 func TestPurgeOnceADay(t *testing.T) {
@@ -43,6 +43,8 @@ func TestPurgeOnceADay(t *testing.T) {
 	testenv.Exec(t, dsn, `INSERT INTO idempotent_record (idem_key, biz_type, scope, request_hash, status, create_time)
 		VALUES ('old-1', 'pay_notify', 'alipay', REPEAT('0', 64), 1, UTC_TIMESTAMP(3) - INTERVAL 8 DAY),
 		       ('young-1', 'pay_notify', 'alipay', REPEAT('0', 64), 1, UTC_TIMESTAMP(3) - INTERVAL 6 DAY)`)
+	testenv.OldEvents(t, dsn, "old", 1, 1, 31*24*time.Hour)
+	testenv.OldEvents(t, dsn, "young", 1, 2, 29*24*time.Hour)
 	var log syncBuffer
 	var purged atomic.Int64
 	ctx, cancel := context.WithCancel(context.Background())
@@ -64,8 +66,11 @@ func TestPurgeOnceADay(t *testing.T) {
 	if n := strings.Count(log.String(), "purged rows past retention"); n != 1 {
 		t.Fatalf("%d purges, want 1:\n%s", n, log.String())
 	}
-	if n := purged.Load(); n != 1 {
-		t.Fatalf("OnPurged told of %d rows, want 1", n)
+	if n := purged.Load(); n != 2 {
+		t.Fatalf("OnPurged told of %d rows, want 2 (a record and an event)", n)
+	}
+	if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM event WHERE event_id LIKE 'evt_young-%'`); n != 1 {
+		t.Fatalf("%d events left, want the young one", n)
 	}
 	if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM idempotent_record`); n != 1 {
 		t.Fatalf("%d records left, want the young one", n)

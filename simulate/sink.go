@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/webhook"
 )
 
@@ -206,7 +207,7 @@ func (s *Sink) accept(e sinkEvent) {
 		o.latest = e.Timestamp
 	}
 	o.events = append(o.events, SinkEvent{ID: e.ID, Type: e.Type, Timestamp: e.Timestamp})
-	if e.Type == "order.paid" {
+	if e.Type == payment.EventOrderPaid {
 		ids := s.paid[e.Data.TradeNo]
 		if ids == nil {
 			ids = map[string]bool{}

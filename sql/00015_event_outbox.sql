@@ -7,7 +7,10 @@
 --   seq:      the commit order. NULL when the row commits; the sequencer (one holder at a time)
 --             numbers committed rows afterwards, so a reader that pages by seq never skips an
 --             event whose transaction committed after a later one's.
---   body:     the event's JSON exactly as served and delivered (signatures cover these bytes).
+--   body:     the event's JSON exactly as served and delivered (signatures cover these bytes),
+--             built by MariaDB from the order row in the change's own INSERT ... SELECT.
+-- No index on created_time: the retention purge walks the primary key (ids grow with time), and
+-- every index is paid for by every payment's transaction.
 CREATE TABLE event (
   id           BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
   event_id     VARCHAR(40)     NOT NULL,
@@ -19,8 +22,7 @@ CREATE TABLE event (
   PRIMARY KEY (id),
   UNIQUE KEY uk_event_id (event_id),
   UNIQUE KEY uk_seq (seq),
-  KEY idx_trade (trade_no, id),
-  KEY idx_created (created_time)
+  KEY idx_trade (trade_no, id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
 -- +goose Down

@@ -286,7 +286,7 @@ func applyPayment(ctx context.Context, tx *repository.Tx, ev payment.Event) erro
 	if paidAt.IsZero() {
 		paidAt = now
 	}
-	ok, err := tx.MarkPaid(ctx, ev.TradeNo, ev.Channel, ev.ChannelTxnID, ev.AmountFen, ev.Currency, paidAt.UTC())
+	ok, err := tx.MarkPaid(ctx, ev.TradeNo, ev.Channel, ev.ChannelTxnID, ev.AmountFen, ev.Currency, paidAt.UTC(), now)
 	if err != nil {
 		return err
 	}

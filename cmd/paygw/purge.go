@@ -14,15 +14,15 @@ import (
 
 // retentionConfig is the retention of each table, from the configuration.
 func retentionConfig(cfg *config.Config) retention.Config {
-	return retention.Config{Records: cfg.Idempotency.Retention, Journal: cfg.Journal.Retention}
+	return retention.Config{Records: cfg.Idempotency.Retention, Journal: cfg.Journal.Retention, Events: cfg.Events.Retention}
 }
 
 func (a *app) purgeCmd() *cobra.Command {
 	c := exits(&cobra.Command{
 		Use:   "purge",
-		Short: "delete idempotency records and journal rows past their retention",
-		Long: `Delete the final idempotency records older than idempotency.retention and the journal rows
-older than journal.retention, at most ` + fmt.Sprint(repository.PurgeBatch) + ` rows a statement, now, whatever serve's daily lease
+		Short: "delete idempotency records, journal rows and events past their retention",
+		Long: `Delete the final idempotency records older than idempotency.retention, the journal rows
+older than journal.retention and the numbered outbox events older than events.retention, at most ` + fmt.Sprint(repository.PurgeBatch) + ` rows a statement, now, whatever serve's daily lease
 says (a purge is idempotent). serve does it once a day.`,
 		Args: cobra.NoArgs,
 	}, exitFailed)
@@ -54,6 +54,8 @@ func (a *app) purge(ctx context.Context, cfg *config.Config, asJSON bool) error 
 				OlderThanSeconds: int64(cfg.Idempotency.Retention.Seconds())},
 			"notify_journal": {Rows: r.Journal.Rows, Batches: r.Journal.Batches, OlderThan: cfg.Journal.Retention.String(),
 				OlderThanSeconds: int64(cfg.Journal.Retention.Seconds())},
+			"event": {Rows: r.Events.Rows, Batches: r.Events.Batches, OlderThan: cfg.Events.Retention.String(),
+				OlderThanSeconds: int64(cfg.Events.Retention.Seconds())},
 		}
 		if werr := writeJSON(a.stdout, struct {
 			Tables   map[string]purgedJSON `json:"tables"`
@@ -67,5 +69,7 @@ func (a *app) purge(ctx context.Context, cfg *config.Config, asJSON bool) error 
 		r.Records.Rows, cfg.Idempotency.Retention, r.Records.Batches, repository.PurgeBatch)
 	fmt.Fprintf(a.stdout, "purged %d notify_journal row(s) older than %s in %d batch(es) of at most %d\n",
 		r.Journal.Rows, cfg.Journal.Retention, r.Journal.Batches, repository.PurgeBatch)
+	fmt.Fprintf(a.stdout, "purged %d event row(s) older than %s in %d batch(es) of at most %d\n",
+		r.Events.Rows, cfg.Events.Retention, r.Events.Batches, repository.PurgeBatch)
 	return err
 }

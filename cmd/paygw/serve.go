@@ -22,6 +22,7 @@ import (
 	"github.com/paygw/paygw/lease"
 	"github.com/paygw/paygw/metrics"
 	"github.com/paygw/paygw/orders"
+	"github.com/paygw/paygw/outbox"
 	"github.com/paygw/paygw/reconcile"
 	"github.com/paygw/paygw/retention"
 )
@@ -32,7 +33,7 @@ func (a *app) serveCmd() *cobra.Command {
 		Short: "serve the notify_urls and the /v1 API",
 		Long: `Serve the channels' notify_urls and the /v1 API until SIGINT or SIGTERM, then drain the
 in-flight requests (http.shutdown_timeout). In the background: the sweeper every minute, the daily
-purge, the reconcile query job (reconcile.query_interval) and the daily bills (reconcile.bill_at),
+purge, the outbox's sequencer, the reconcile query job (reconcile.query_interval) and the daily bills (reconcile.bill_at),
 each on one replica at a time. Metrics and pprof are served on admin.addr when it is set.`,
 		Args: cobra.NoArgs,
 	}, exitFailed)
@@ -63,8 +64,10 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
-	srv := newServer(cfg, s, chs, hooks, met, log)
-	if err := startJobs(ctx, cfg, s, chs, met, log); err != nil {
+	// The outbox's sequencer: built here because the feed's long polls wait on it.
+	seq := outbox.New(s.db, log)
+	srv := newServer(cfg, s, chs, seq, hooks, met, log)
+	if err := startJobs(ctx, cfg, s, chs, seq, met, log); err != nil {
 		return err
 	}
 	wait := serveWebhooks(ctx, hooks, log)
@@ -110,7 +113,7 @@ func logTrustedChain(chs []channels.Channel, log zerolog.Logger) {
 }
 
 // newServer builds the order service and the HTTP handlers over the stores and the channels.
-func newServer(cfg *config.Config, s *stores, chs []channels.Channel, hooks *delivery.Dispatcher, met *metrics.Metrics, log zerolog.Logger) *handlers.Server {
+func newServer(cfg *config.Config, s *stores, chs []channels.Channel, seq *outbox.Sequencer, hooks *delivery.Dispatcher, met *metrics.Metrics, log zerolog.Logger) *handlers.Server {
 	svc := orders.New(s.db, s.guard, orders.Config{
 		Enabled: cfg.Idempotency.Enabled, RedisTTL: cfg.Idempotency.RedisTTL,
 		ReturnOriginalResult: cfg.Idempotency.ReturnOriginalResult,
@@ -125,7 +128,8 @@ func newServer(cfg *config.Config, s *stores, chs []channels.Channel, hooks *del
 	}
 	return handlers.New(handlers.Config{
 		BodyLimitBytes: cfg.HTTP.BodyLimitBytes, KeyHeader: cfg.Idempotency.KeyHeader, Tokens: tokens, Metrics: met,
-		Webhooks: webhookRoutes(hooks),
+		Webhooks:      webhookRoutes(hooks),
+		EventsChanged: seq.Changed,
 	}, s.db, s.guard, svc, s.applier, chs, log)
 }
 
@@ -198,7 +202,10 @@ func adminMux(met *metrics.Metrics) *http.ServeMux {
 }
 
 // startJobs starts serve's background work, each job on one replica at a time by its lease.
-func startJobs(ctx context.Context, cfg *config.Config, s *stores, chs []channels.Channel, met *metrics.Metrics, log zerolog.Logger) error {
+func startJobs(ctx context.Context, cfg *config.Config, s *stores, chs []channels.Channel, seq *outbox.Sequencer, met *metrics.Metrics, log zerolog.Logger) error {
+	// The outbox: one replica at a time numbers the committed events in commit order (the feed's
+	// order), and wakes this process's long polls when it did.
+	go seq.Serve(ctx, lease.Holder(""))
 	// The reconciliation job asks the channels about orders whose notification never came.
 	qs, err := queriers(cfg, chs, log)
 	if err != nil {

@@ -34,3 +34,21 @@ func OldJournal(tb testing.TB, dsn, prefix string, n int, age time.Duration) {
 	Exec(tb, dsn, `INSERT INTO notify_journal (channel, notify_id, trade_no, channel_txn_id, event, channel_status, amount_fen,
 		currency, raw_body, outcome, received_time) VALUES `+strings.Join(rows, ", "))
 }
+
+// OldEvents adds n order.paid outbox events written age ago, event ids evt_prefix-0, ...,
+// numbered from seq on (seq 0: not numbered yet).
+func OldEvents(tb testing.TB, dsn, prefix string, n int, seq int64, age time.Duration) {
+	tb.Helper()
+	for start := 0; start < n; start += 500 {
+		var rows []string
+		for i := start; i < min(n, start+500); i++ {
+			s := "NULL"
+			if seq > 0 {
+				s = fmt.Sprint(seq + int64(i))
+			}
+			rows = append(rows, fmt.Sprintf("('evt_%s-%d', %s, 'order.paid', 'P1', '{}', UTC_TIMESTAMP(3) - INTERVAL %d SECOND)",
+				prefix, i, s, int64(age.Seconds())))
+		}
+		Exec(tb, dsn, `INSERT INTO event (event_id, seq, type, trade_no, body, created_time) VALUES `+strings.Join(rows, ", "))
+	}
+}
