@@ -46,7 +46,11 @@ type Record struct {
 // Of explains r.
 func Of(r Record) Explanation {
 	o := r.Order
-	facts := []Fact{{At: o.CreateTime, Source: "order", Text: fmt.Sprintf("order created for %s", money.Format(o.AmountFen, o.Currency))}}
+	created := "order created for " + money.Format(o.AmountFen, o.Currency)
+	if o.MerchantOrderID != "" {
+		created += fmt.Sprintf(" (merchant order %q)", o.MerchantOrderID)
+	}
+	facts := []Fact{{At: o.CreateTime, Source: "order", Text: created}}
 	for _, a := range r.Attempts {
 		text := "buyer sent to " + a.Channel
 		if a.ChannelRef != "" {
