@@ -145,20 +145,25 @@ func ParseNewOrder(canonical []byte) (NewOrder, error) {
 		return o, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	// Which optional fields were sent at all, so that "" or 0 is not taken for absent.
-	var sent struct {
-		Num             *json.RawMessage `json:"num"`
-		AmountFen       *json.RawMessage `json:"amount_fen"`
-		Currency        *json.RawMessage `json:"currency"`
-		MerchantOrderID *json.RawMessage `json:"merchant_order_id"`
-	}
+	var sent map[string]json.RawMessage  // which fields were sent at all: "", 0 and null are not absent
 	_ = json.Unmarshal(canonical, &sent) // decoded above: cannot fail
+	has := func(field string) bool {     // as encoding/json matches names: case-insensitively
+		for k := range sent {
+			if strings.EqualFold(k, field) {
+				return true
+			}
+		}
+		return false
+	}
 	var why string
 	switch {
 	case o.UserID <= 0:
 		why = "user_id must be a positive integer"
-	case sent.MerchantOrderID != nil && !ValidMerchantOrderID(o.MerchantOrderID):
+	case has("merchant_order_id") && !ValidMerchantOrderID(o.MerchantOrderID):
 		why = "merchant_order_id must be 1-64 characters, no control characters, no spaces at the ends"
-	case o.SKU == "" && sent.Num != nil:
+	case o.SKU == "" && has("sku"):
+		why = "sku must be 1-64 characters of [A-Za-z0-9._-]"
+	case o.SKU == "" && has("num"):
 		why = "num is for an order from stock: send sku too, or amount_fen and currency alone"
 	case o.SKU == "" && (o.AmountFen < 1 || o.AmountFen > MaxAmountFen):
 		why = "without sku, amount_fen must be an integer from 1 to 1e11, in the currency's minor units"
@@ -169,7 +174,7 @@ func ParseNewOrder(canonical []byte) (NewOrder, error) {
 		why = "sku must be 1-64 characters of [A-Za-z0-9._-]"
 	case o.Num < 1 || o.Num > 10000:
 		why = "num must be between 1 and 10000"
-	case sent.AmountFen != nil || sent.Currency != nil:
+	case has("amount_fen") || has("currency"):
 		why = "an order from stock takes the stock's price and currency: send amount_fen and currency only without sku"
 	}
 	if why != "" {
