@@ -157,9 +157,9 @@ func TestMerchantOrderIDTakenWhileInsertWaits(t *testing.T) {
 	<-held
 	start(1)
 	testenv.Eventually(t, 10*time.Second, func() error {
-		if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM information_schema.INNODB_TRX t
-			JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
-			WHERE t.trx_state = 'LOCK WAIT' AND p.DB = DATABASE()`); n < 1 {
+		// B's INSERT in progress: it waits on A's uncommitted row (InnoDB's duplicate check).
+		if n := testenv.Count(t, dsn, `SELECT COUNT(*) FROM information_schema.PROCESSLIST
+			WHERE DB = DATABASE() AND INFO LIKE 'INSERT INTO orders%'`); n < 1 {
 			return fmt.Errorf("B's insert does not wait yet")
 		}
 		return nil
