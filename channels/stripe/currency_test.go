@@ -6,6 +6,9 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/stripe/stripe-go/v82"
 
 	"github.com/paygw/paygw/channels"
 	"github.com/paygw/paygw/money"
@@ -80,5 +83,25 @@ func TestStripeAcceptsCurrency(t *testing.T) {
 		if err != nil && (!strings.Contains(err.Error(), "stripe") || !strings.Contains(err.Error(), `"`+code+`"`)) {
 			t.Errorf("AcceptsCurrency(%q) = %q: name the channel and the currency", code, err)
 		}
+	}
+}
+
+// The bill's lines are in paygw's units too, as the notifications' are.
+func TestStripeBillRowInISOUnits(t *testing.T) {
+	charge := &stripe.BalanceTransaction{ID: "txn_1", Type: stripe.BalanceTransactionTypeCharge, Created: 1714550400,
+		Source: &stripe.BalanceTransactionSource{Charge: &stripe.Charge{ID: "ch_1", Amount: 100000, Currency: "isk",
+			PaymentIntent: &stripe.PaymentIntent{ID: "pi_1", Metadata: map[string]string{"trade_no": "T1"}}}}}
+	refund := &stripe.BalanceTransaction{ID: "txn_2", Type: stripe.BalanceTransactionTypeRefund, Created: 1714550400,
+		Source: &stripe.BalanceTransactionSource{Refund: &stripe.Refund{ID: "re_2", Amount: 5, Currency: "mga",
+			PaymentIntent: &stripe.PaymentIntent{ID: "pi_2", Metadata: map[string]string{"trade_no": "T2"}}}}}
+	for bt, want := range map[*stripe.BalanceTransaction]string{charge: "T1 pi_1 PAY 1000 ISK", refund: "T2 pi_2 REFUND 500 MGA"} {
+		row, ok, err := stripeBillRow(bt, time.UTC)
+		if err != nil || !ok || strings.Join(row[:5], " ") != want {
+			t.Errorf("%s: %q, %v, %v; want %q", bt.ID, row, ok, err, want)
+		}
+	}
+	charge.Source.Charge.Amount = 100050 // a fraction of a krona: no ISO 4217 amount
+	if _, _, err := stripeBillRow(charge, time.UTC); !errors.Is(err, channels.ErrMalformed) {
+		t.Fatalf("fractional ISK: %v, want ErrMalformed", err)
 	}
 }
