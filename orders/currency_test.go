@@ -26,7 +26,8 @@ func reqOf(t *testing.T, key, body string) Request {
 	return Request{Scope: "order-service", Key: key, Hash: RequestHash("POST", "/v1/orders", canonical), Order: order}
 }
 
-// queueReqs is groupFixture.queue for creates of their own.
+// queueReqs starts the creates reqs, waits until all of them wait for the lane, releases the
+// held one, and returns their results once all are done.
 func (f *groupFixture) queueReqs(reqs []Request) []Result {
 	results := make([]Result, len(reqs))
 	var wg sync.WaitGroup
