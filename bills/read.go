@@ -11,6 +11,8 @@ import (
 
 	"golang.org/x/text/encoding/simplifiedchinese"
 	"golang.org/x/text/transform"
+
+	"github.com/paygw/paygw/money"
 )
 
 // What the readers share: bounded line reading, exact decimal amounts, GBK decoding, columns by
@@ -244,22 +246,9 @@ func allDigits(s string) bool {
 	return true
 }
 
-// currencyExponent is the number of decimals of the minor unit paygw counts a currency in. It
-// follows the channels' APIs (and so the notifications): Stripe's zero-decimal currencies (BIF,
-// CLP, DJF, GNF, JPY, KMF, KRW, MGA, PYG, RWF, UGX, VND, VUV, XAF, XOF, XPF) have none, its
-// three-decimal ones (BHD, JOD, KWD, OMR, TND) three, every other currency two. ISK, HUF and TWD
-// are two here because Stripe's API counts them in hundredths, whatever their cash use.
-func currencyExponent(cur string) int {
-	switch cur {
-	case "BIF", "CLP", "DJF", "GNF", "JPY", "KMF", "KRW", "MGA", "PYG", "RWF", "UGX", "VND", "VUV", "XAF", "XOF", "XPF":
-		return 0
-	case "BHD", "JOD", "KWD", "OMR", "TND":
-		return 3
-	}
-	return 2
-}
-
-// currencyCode upper-cases an ISO 4217 code, refusing anything but three ASCII letters.
+// currencyCode upper-cases an ISO 4217 code, refusing anything but three ASCII letters that name
+// a currency in paygw's one table (money). Amounts in a bill are read in that currency's ISO 4217
+// minor units (money.Exponent), the unit paygw counts every amount in.
 func currencyCode(s string) (string, bool) {
 	if len(s) != 3 {
 		return "", false
@@ -274,7 +263,7 @@ func currencyCode(s string) (string, bool) {
 			return "", false
 		}
 	}
-	return string(b), true
+	return string(b), money.Valid(string(b))
 }
 
 // quote is a short, safe quote of input for a reason.
@@ -303,4 +292,10 @@ func splitInto(dst []string, s, sep string) []string {
 		dst = append(dst, s[:i])
 		s = s[i+len(sep):]
 	}
+}
+
+// minorDigits is the ISO 4217 exponent of a code currencyCode accepted.
+func minorDigits(cur string) int {
+	exp, _ := money.Exponent(cur)
+	return exp
 }

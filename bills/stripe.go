@@ -17,8 +17,9 @@ import (
 // transfers ...) are skipped and counted in Summary.Skipped. ChannelTxnID is payment_intent_id,
 // the id paygw's Stripe notifications carry (for a refund, the payment it undoes); TradeNo is
 // payment_metadata[trade_no], which may be empty for a payment paygw did not create. gross is in
-// MAJOR units and is converted exactly into the minor units Stripe's API counts the currency in
-// (see currencyExponent: JPY "1000" is 1000, USD "10.00" is 1000, KWD "1.234" is 1234); a refund's
+// MAJOR units and is converted exactly into the currency's ISO 4217 minor units, paygw's unit
+// (minorDigits: JPY "1000" is 1000, USD "10.00" is 1000, KWD "1.234" is 1234, ISK "1000" is 1000);
+// being major units, Stripe's own API exponents (channels/stripe: ISK, MGA) play no part; a refund's
 // negative gross becomes a positive amount. created_utc ("2006-01-02 15:04:05", or RFC 3339) is
 // UTC. The report states no summary.
 type Stripe struct {
@@ -100,7 +101,7 @@ func (s *Stripe) row(no int, f []string) (l Line, skip bool, err error) {
 		return Line{}, false, lineErr(no, "currency %s: want an ISO 4217 code", quote(f[c.currency]))
 	}
 	gross := strings.TrimSpace(f[c.gross])
-	amount, err := parseDecimal(gross, currencyExponent(cur))
+	amount, err := parseDecimal(gross, minorDigits(cur))
 	if err != nil {
 		return Line{}, false, lineErr(no, "gross %s (%s): %v", quote(gross), cur, err)
 	}

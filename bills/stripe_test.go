@@ -15,11 +15,12 @@ refund,Refund T1,-2.50,0.00,-2.50,usd,2024-05-01 12:00:00,txn_3,re_3,T1,ch_1,pi_
 fee,Radar,-0.05,0.00,-0.05,usd,2024-05-01 12:30:00,txn_4,,,,
 payout,Payout,-100.00,0.00,-100.00,usd,2024-05-01 13:00:00,txn_5,po_5,,,
 charge,Order T6,1.234,0.00,1.234,kwd,2024-05-01 14:00:00,txn_6,ch_6,,ch_6,pi_6
+charge,Order T8,1000,0,1000,isk,2024-05-01 15:00:00,txn_8,ch_8,T8,ch_8,pi_8
 `
 
 func TestStripeReport(t *testing.T) {
 	res := readAll(t, NewStripe(strings.NewReader(stripeReport)), 100)
-	if res.err != nil || len(res.bad) != 0 || len(res.lines) != 4 {
+	if res.err != nil || len(res.bad) != 0 || len(res.lines) != 5 {
 		t.Fatalf("err %v, bad %v, lines %+v", res.err, res.bad, res.lines)
 	}
 	utc := func(s string) time.Time { t, _ := time.Parse(time.DateTime, s); return t }
@@ -28,6 +29,8 @@ func TestStripeReport(t *testing.T) {
 		{No: 3, Kind: KindPay, TradeNo: "T2", ChannelTxnID: "pi_2", AmountFen: 1000, Currency: "JPY", Time: utc("2024-05-01 11:00:00")},
 		{No: 4, Kind: KindRefund, TradeNo: "T1", ChannelTxnID: "pi_1", RefundID: "re_3", AmountFen: 250, Currency: "USD", Time: utc("2024-05-01 12:00:00")},
 		{No: 7, Kind: KindPay, TradeNo: "", ChannelTxnID: "pi_6", AmountFen: 1234, Currency: "KWD", Time: utc("2024-05-01 14:00:00")},
+		// ISK in ISO 4217 minor units (none), not in the hundredths Stripe's API counts it in.
+		{No: 8, Kind: KindPay, TradeNo: "T8", ChannelTxnID: "pi_8", AmountFen: 1000, Currency: "ISK", Time: utc("2024-05-01 15:00:00")},
 	}
 	wantLines(t, res.lines, want)
 	if s := res.sum; s.Present || s.Skipped != 2 {
@@ -44,13 +47,14 @@ func TestStripeMalformed(t *testing.T) {
 			`txn_3,2024-05-01 10:00:00,usd,2.50,refund,pi_3,T3,re_3`,       // a refund's gross is negative
 			`txn_4,2024-05-01 10:00:00,usd,2.50,charge,,T4,ch_4`,           // no payment intent
 			`txn_5,2024-05-01 10:00:00,usd,2.50,charge,pi_5`,               // short
+			`txn_7,2024-05-01 10:00:00,xyz,2.50,charge,pi_7,T7,ch_7`,       // not an ISO 4217 currency
 			`txn_6,2024-05-01 10:00:00,usd,"2.50,charge,pi_6,T6,ch_6`,      // a quote never closed
 		}, "\n") + "\n"
 		res := readAll(t, NewStripe(strings.NewReader(report)), 100)
-		if res.err != nil || len(res.bad) != 6 || len(res.lines) != 0 {
+		if res.err != nil || len(res.bad) != 7 || len(res.lines) != 0 {
 			t.Fatalf("err %v, bad %v, lines %+v", res.err, res.bad, res.lines)
 		}
-		for i, want := range []string{`line 2: gross "1,000.00"`, `line 3: gross "10.50" (JPY)`, "line 4: gross", "line 5: payment_intent_id", "line 6: 6 fields", "line 7: "} {
+		for i, want := range []string{`line 2: gross "1,000.00"`, `line 3: gross "10.50" (JPY)`, "line 4: gross", "line 5: payment_intent_id", "line 6: 6 fields", `line 7: currency "xyz"`, "line 8: "} {
 			if !strings.HasPrefix(res.bad[i].Error(), want) {
 				t.Errorf("bad %d: %q, want %q…", i, res.bad[i], want)
 			}

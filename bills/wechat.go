@@ -202,7 +202,7 @@ func (w *WeChat) row(no int, text string) (l Line, skip bool, err error) {
 	if !ok {
 		return Line{}, false, lineErr(no, "货币种类 %s: want an ISO 4217 code", quote(f[c.currency]))
 	}
-	exp := currencyExponent(cur)
+	exp := minorDigits(cur)
 	w.seen.exp = exp
 	amount, err := parseDecimal(trimField(f[c.amount]), exp)
 	if err != nil {

@@ -89,8 +89,10 @@ func isCurrencyCode(s string) bool {
 }
 
 // Channel is the shape every channel shares: verify raw bytes and headers into an event, render
-// the three replies in the channel's own words, and say how long applying an event may take.
+// the three replies in the channel's own words, say how long applying an event may take, and which
+// currencies it takes.
 type Channel interface {
+	Currencies
 	Name() string
 	Verify(body []byte, header http.Header, now time.Time) (payment.Event, error)
 	Reply(r payment.Reply) Response

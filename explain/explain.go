@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paygw/paygw/money"
 	"github.com/paygw/paygw/payment"
 )
 
@@ -45,7 +46,11 @@ type Record struct {
 // Of explains r.
 func Of(r Record) Explanation {
 	o := r.Order
-	facts := []Fact{{At: o.CreateTime, Source: "order", Text: fmt.Sprintf("order created for %s", money(o.AmountFen, o.Currency))}}
+	created := "order created for " + money.Format(o.AmountFen, o.Currency)
+	if o.MerchantOrderID != "" {
+		created += fmt.Sprintf(" (merchant order %q)", o.MerchantOrderID)
+	}
+	facts := []Fact{{At: o.CreateTime, Source: "order", Text: created}}
 	for _, a := range r.Attempts {
 		text := "buyer sent to " + a.Channel
 		if a.ChannelRef != "" {
@@ -59,7 +64,7 @@ func Of(r Record) Explanation {
 	}
 	for _, n := range r.Notifications {
 		facts = append(facts, Fact{At: n.ReceivedTime, Source: string(n.Source),
-			Text: fmt.Sprintf("%s %s %s: %s", n.Channel, n.ChannelStatus, money(n.AmountFen, n.Currency), n.Outcome)})
+			Text: fmt.Sprintf("%s %s %s: %s", n.Channel, n.ChannelStatus, money.Format(n.AmountFen, n.Currency), n.Outcome)})
 	}
 	for _, a := range r.Anomalies {
 		facts = append(facts, Fact{At: a.CreatedTime, Source: "anomaly", Text: fmt.Sprintf("%s (%s): %s", a.Kind, a.Status, a.Detail)})
@@ -84,7 +89,7 @@ func summary(r Record, refused []refusalGroup) string {
 			s += " at " + o.PaidTime.UTC().Format(time.RFC3339)
 		}
 		if o.RefundedFen > 0 {
-			s += fmt.Sprintf("; %s of it refunded", money(o.RefundedFen, o.Currency))
+			s += fmt.Sprintf("; %s of it refunded", money.Format(o.RefundedFen, o.Currency))
 		}
 		return s + "."
 	case payment.OrderClosed:
@@ -155,28 +160,13 @@ func groupRefusals(rs []Refusal) []refusalGroup {
 	return groups
 }
 
-// zeroDecimal are the currencies paygw may see whose minor unit is the unit itself.
-var zeroDecimal = map[string]bool{"JPY": true, "KRW": true, "VND": true, "CLP": true, "ISK": true, "UGX": true}
-
-// money renders minor units exactly, without floating point: 1999 CNY is "19.99 CNY".
-func money(minor int64, currency string) string {
-	if zeroDecimal[currency] {
-		return fmt.Sprintf("%d %s", minor, currency)
-	}
-	sign := ""
-	if minor < 0 {
-		sign, minor = "-", -minor
-	}
-	return fmt.Sprintf("%s%d.%02d %s", sign, minor/100, minor%100, currency)
-}
-
 // refundFact tells one row of the refund ledger.
 func refundFact(f payment.Refund) string {
 	switch {
 	case f.Kind == payment.RefundTotal:
-		return fmt.Sprintf("%s says %s of payment %s refunded in all: %s", f.Channel, money(*f.AmountFen, f.Currency), f.ChannelTxnID, f.Status)
+		return fmt.Sprintf("%s says %s of payment %s refunded in all: %s", f.Channel, money.Format(*f.AmountFen, f.Currency), f.ChannelTxnID, f.Status)
 	case f.AmountFen == nil:
 		return fmt.Sprintf("%s refund %s, its amount not stated yet: %s", f.Channel, f.RefundID, f.Status)
 	}
-	return fmt.Sprintf("%s refund %s of %s: %s", f.Channel, f.RefundID, money(*f.AmountFen, f.Currency), f.Status)
+	return fmt.Sprintf("%s refund %s of %s: %s", f.Channel, f.RefundID, money.Format(*f.AmountFen, f.Currency), f.Status)
 }

@@ -142,6 +142,8 @@ func TestMoney(t *testing.T) {
 		"negative":     {-150, "CNY", "order created for -1.50 CNY"},
 		"JPY":          {1999, "JPY", "order created for 1999 JPY"},
 		"KRW":          {500, "KRW", "order created for 500 KRW"},
+		"KWD (three)":  {1234, "KWD", "order created for 1.234 KWD"},
+		"ISK (none)":   {1000, "ISK", "order created for 1000 ISK"},
 		"large":        {123456789012, "CNY", "order created for 1234567890.12 CNY"},
 	} {
 		t.Run(name, func(t *testing.T) {

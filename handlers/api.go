@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,8 +14,10 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/paygw/paygw/apply"
+	"github.com/paygw/paygw/channels"
 	"github.com/paygw/paygw/explain"
 	"github.com/paygw/paygw/metrics"
+	"github.com/paygw/paygw/money"
 	"github.com/paygw/paygw/orders"
 	"github.com/paygw/paygw/payment"
 )
@@ -33,6 +36,7 @@ func (s *Server) putStock(c echo.Context) error {
 	var in struct {
 		Num      *int   `json:"num"`
 		PriceFen *int64 `json:"price_fen"`
+		Currency string `json:"currency"`
 	}
 	if err := decodeStrict(canonical, &in); err != nil {
 		return fmt.Errorf("%w: %v", errBadStock, err)
@@ -40,11 +44,15 @@ func (s *Server) putStock(c echo.Context) error {
 	if in.Num == nil || *in.Num < 0 || *in.Num > 1e9 || in.PriceFen == nil || *in.PriceFen < 0 || *in.PriceFen > 1e12 {
 		return fmt.Errorf("%w: num (at most 1e9) and price_fen (at most 1e12) must be given as non-negative integers", errBadStock)
 	}
-	st := payment.Stock{SKU: sku, Num: *in.Num, PriceFen: *in.PriceFen}
+	in.Currency = cmp.Or(in.Currency, money.Default)
+	if !money.Valid(in.Currency) {
+		return fmt.Errorf("%w: currency must be an ISO 4217 code in upper case (default CNY)", errBadStock)
+	}
+	st := payment.Stock{SKU: sku, Num: *in.Num, PriceFen: *in.PriceFen, Currency: in.Currency}
 	if err := s.db.PutStock(c.Request().Context(), st); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, stockView{SKU: st.SKU, Num: st.Num, PriceFen: st.PriceFen})
+	return c.JSON(http.StatusOK, stockView{SKU: st.SKU, Num: st.Num, PriceFen: st.PriceFen, Currency: st.Currency})
 }
 
 // stockView is a stock row as PUT /v1/stock/{sku} echoes it.
@@ -52,6 +60,7 @@ type stockView struct {
 	SKU      string `json:"sku"`
 	Num      int    `json:"num"`
 	PriceFen int64  `json:"price_fen"`
+	Currency string `json:"currency"`
 }
 
 // createOrder is the idempotent create: Idempotency-Key, request hash, the original result
@@ -76,9 +85,14 @@ func (s *Server) createOrder(c echo.Context) error {
 		return err
 	}
 	if req.Order.Channel != "" || req.Order.ChannelRef != "" {
-		if err := s.checkAttempt(req.Order.Channel, req.Order.ChannelRef); err != nil {
+		ch, err := s.checkAttempt(req.Order.Channel, req.Order.ChannelRef)
+		if err != nil {
 			return err
 		}
+		if err := s.acceptsOrderCurrency(c.Request().Context(), ch, req.Order); err != nil {
+			return err
+		}
+		req.Accepts = ch.AcceptsCurrency // again in the create's transaction, on the stock it reads
 	}
 	req.Hash = orders.RequestHash(http.MethodPost, "/v1/orders", canonical)
 	ctx, cancel := context.WithTimeout(c.Request().Context(), apply.ApplyTimeout)
@@ -97,6 +111,23 @@ func (s *Server) createOrder(c echo.Context) error {
 		contentType = "application/problem+json"
 	}
 	return c.Blob(res.Code, contentType, res.Body)
+}
+
+// acceptsOrderCurrency refuses, before anything is stored, an order whose currency the first
+// attempt's channel does not take: the body's, or the stock's as committed now. An unknown SKU is
+// left to the create, which stores its refusal.
+func (s *Server) acceptsOrderCurrency(ctx context.Context, ch channels.Channel, o orders.NewOrder) error {
+	if o.SKU == "" {
+		return ch.AcceptsCurrency(o.Currency)
+	}
+	st, err := s.db.GetStock(ctx, o.SKU)
+	switch {
+	case errors.Is(err, payment.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	}
+	return ch.AcceptsCurrency(st.Currency)
 }
 
 // createResult names a create's result for paygw_order_creates_total.
@@ -198,10 +229,11 @@ func (s *Server) addAttempt(c echo.Context) error {
 	if err := decodeStrict(canonical, &in); err != nil {
 		return fmt.Errorf("%w: %v", errBadAttempt, err)
 	}
-	if err := s.checkAttempt(in.Channel, in.ChannelRef); err != nil {
+	ch, err := s.checkAttempt(in.Channel, in.ChannelRef)
+	if err != nil {
 		return err
 	}
-	a, created, err := s.orders.AddAttempt(c.Request().Context(), tradeNo, in.Channel, in.ChannelRef)
+	a, created, err := s.orders.AddAttempt(c.Request().Context(), tradeNo, in.Channel, in.ChannelRef, ch.AcceptsCurrency)
 	if err != nil {
 		return err
 	}
@@ -213,26 +245,29 @@ func (s *Server) addAttempt(c echo.Context) error {
 }
 
 // checkAttempt refuses a channel that is not enabled here and a ref without its channel's shape:
-// Stripe's PaymentIntent id, or UnionPay's txnTime (yyyyMMddHHmmss); the others take none.
-func (s *Server) checkAttempt(channel, ref string) error {
-	enabled := false
+// Stripe's PaymentIntent id, or UnionPay's txnTime (yyyyMMddHHmmss); the others take none. It
+// returns the channel, whose rule on currencies the caller applies to the order.
+func (s *Server) checkAttempt(channel, ref string) (channels.Channel, error) {
+	var found channels.Channel
 	for _, ch := range s.channels {
-		enabled = enabled || ch.Name() == channel
+		if ch.Name() == channel {
+			found = ch
+		}
 	}
-	if !enabled {
-		return fmt.Errorf("%w: channel must be one of the enabled channels", errBadAttempt)
+	if found == nil {
+		return nil, fmt.Errorf("%w: channel must be one of the enabled channels", errBadAttempt)
 	}
 	switch {
 	case ref == "":
-		return nil
+		return found, nil
 	case channel == "stripe" && strings.HasPrefix(ref, "pi_") && len(ref) <= 128 && strings.Trim(ref, idChars) == "":
-		return nil
+		return found, nil
 	case channel == "unionpay" && len(ref) == 14:
 		if _, err := time.Parse("20060102150405", ref); err == nil {
-			return nil
+			return found, nil
 		}
 	}
-	return fmt.Errorf("%w: channel_ref must be a Stripe PaymentIntent id (pi_...) or a UnionPay txnTime (yyyyMMddHHmmss); other channels take none", errBadAttempt)
+	return nil, fmt.Errorf("%w: channel_ref must be a Stripe PaymentIntent id (pi_...) or a UnionPay txnTime (yyyyMMddHHmmss); other channels take none", errBadAttempt)
 }
 
 // decodeStrict decodes one canonical JSON body into v, refusing fields v does not have.

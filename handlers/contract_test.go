@@ -18,6 +18,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
 	"github.com/paygw/paygw/api"
+	"github.com/paygw/paygw/channels"
 	"github.com/paygw/paygw/orders"
 	"github.com/paygw/paygw/payment"
 )
@@ -152,7 +153,8 @@ func TestContractProblemTypes(t *testing.T) {
 	seen := map[string]bool{}
 	for _, err := range []error{errTooLarge, errBadBody, orders.ErrBadJSON, orders.ErrInvalid, errNoKey, errBadKey, errBadStock,
 		errBadAttempt, errBadQuery, errUnauthorized, orders.ErrUnknownSKU, payment.ErrNotFound, payment.ErrOutOfStock,
-		payment.ErrInFlight, &orders.Done{}, errAlreadyResolved, orders.ErrNotPayable, orders.ErrKeyReused, errors.New("internal")} {
+		payment.ErrInFlight, &orders.Done{}, errAlreadyResolved, orders.ErrNotPayable, orders.ErrKeyReused,
+		orders.ErrMerchantOrderIDTaken, channels.ErrCurrency, errors.New("internal")} {
 		seen[problemOf(err).Type] = true
 	}
 	var answered []string

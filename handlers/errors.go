@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/paygw/paygw/channels"
 	"github.com/paygw/paygw/orders"
 	"github.com/paygw/paygw/payment"
 )
@@ -32,19 +33,20 @@ type problem struct {
 // The problem types. Each is one situation a client may act on differently.
 const (
 	typePrefix          = "urn:paygw:problem:"
-	typeInvalid         = typePrefix + "invalid-request"        // 400: fix the request
-	typeUnauthorized    = typePrefix + "unauthorized"           // 401: send a valid bearer token
-	typeNotFound        = typePrefix + "not-found"              // 404: no such order
-	typeUnknownSKU      = typePrefix + "unknown-sku"            // 404: stored and replayed for the key
-	typeBodyTimeout     = typePrefix + "body-timeout"           // 408: the body did not arrive whole
-	typeInFlight        = typePrefix + "in-flight"              // 409 + Retry-After: ask again
-	typeOutOfStock      = typePrefix + "out-of-stock"           // 409: stored and replayed for the key
-	typeKeyUsed         = typePrefix + "idempotency-key-used"   // 409: return_original_result is off
-	typeNotPayable      = typePrefix + "order-not-payable"      // 409: the order is PAID or CLOSED
-	typeAlreadyResolved = typePrefix + "already-resolved"       // 409: the anomaly was resolved before
-	typeTooLarge        = typePrefix + "body-too-large"         // 413
-	typeKeyReused       = typePrefix + "idempotency-key-reused" // 422: same key, another payload
-	typeUnavailable     = typePrefix + "unavailable"            // 503: our fault; retry with the same key
+	typeInvalid         = typePrefix + "invalid-request"         // 400: fix the request
+	typeUnauthorized    = typePrefix + "unauthorized"            // 401: send a valid bearer token
+	typeNotFound        = typePrefix + "not-found"               // 404: no such order
+	typeUnknownSKU      = typePrefix + "unknown-sku"             // 404: stored and replayed for the key
+	typeBodyTimeout     = typePrefix + "body-timeout"            // 408: the body did not arrive whole
+	typeInFlight        = typePrefix + "in-flight"               // 409 + Retry-After: ask again
+	typeOutOfStock      = typePrefix + "out-of-stock"            // 409: stored and replayed for the key
+	typeMerchantIDTaken = typePrefix + "merchant-order-id-taken" // 409: stored and replayed for the key
+	typeKeyUsed         = typePrefix + "idempotency-key-used"    // 409: return_original_result is off
+	typeNotPayable      = typePrefix + "order-not-payable"       // 409: the order is PAID or CLOSED
+	typeAlreadyResolved = typePrefix + "already-resolved"        // 409: the anomaly was resolved before
+	typeTooLarge        = typePrefix + "body-too-large"          // 413
+	typeKeyReused       = typePrefix + "idempotency-key-reused"  // 422: same key, another payload
+	typeUnavailable     = typePrefix + "unavailable"             // 503: our fault; retry with the same key
 )
 
 // problemOf is the one table from errors to HTTP answers.
@@ -58,7 +60,7 @@ func problemOf(err error) problem {
 		return newProblem(typeBodyTimeout, http.StatusRequestTimeout, "body not received", err)
 	case errors.Is(err, orders.ErrBadJSON), errors.Is(err, orders.ErrInvalid),
 		errors.Is(err, errNoKey), errors.Is(err, errBadKey), errors.Is(err, errBadStock), errors.Is(err, errBadAttempt),
-		errors.Is(err, errBadQuery):
+		errors.Is(err, errBadQuery), errors.Is(err, channels.ErrCurrency):
 		return newProblem(typeInvalid, http.StatusBadRequest, "invalid request", err)
 	case errors.Is(err, errUnauthorized):
 		return newProblem(typeUnauthorized, http.StatusUnauthorized, "unauthorized", err)
@@ -68,6 +70,8 @@ func problemOf(err error) problem {
 		return newProblem(typeNotFound, http.StatusNotFound, "not found", err)
 	case errors.Is(err, payment.ErrOutOfStock):
 		return newProblem(typeOutOfStock, http.StatusConflict, "out of stock", err)
+	case errors.Is(err, orders.ErrMerchantOrderIDTaken):
+		return newProblem(typeMerchantIDTaken, http.StatusConflict, "merchant_order_id taken", err)
 	case errors.Is(err, payment.ErrInFlight):
 		return newProblem(typeInFlight, http.StatusConflict, "request in progress", err)
 	case errors.As(err, &done):

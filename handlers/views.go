@@ -17,6 +17,7 @@ type orderView struct {
 	Num          int        `json:"num"`
 	AmountFen    int64      `json:"amount_fen"`
 	Currency     string     `json:"currency"`
+	MerchantID   string     `json:"merchant_order_id,omitempty"`
 	Status       string     `json:"status"`
 	Channel      string     `json:"channel,omitempty"`
 	ChannelTxnID string     `json:"channel_txn_id,omitempty"`
@@ -28,7 +29,7 @@ type orderView struct {
 func viewOf(o payment.Order) orderView {
 	return orderView{
 		TradeNo: o.TradeNo, UserID: o.UserID, SKU: o.SKU, Num: o.Num, AmountFen: o.AmountFen,
-		Currency: o.Currency, Status: o.Status, Channel: o.Channel, ChannelTxnID: o.ChannelTxnID,
+		Currency: o.Currency, MerchantID: o.MerchantOrderID, Status: o.Status, Channel: o.Channel, ChannelTxnID: o.ChannelTxnID,
 		PaidAt: o.PaidTime, RefundedFen: o.RefundedFen, CreatedAt: o.CreateTime,
 	}
 }

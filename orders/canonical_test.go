@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+
+	"github.com/paygw/paygw/money"
 )
 
 func TestCanonical(t *testing.T) {
@@ -47,7 +49,23 @@ func TestParseNewOrder(t *testing.T) {
 	if o, err := ParseNewOrder([]byte(good)); err != nil || o != (NewOrder{UserID: 7, SKU: "A-100", Num: 2}) {
 		t.Fatalf("ParseNewOrder(%s) = %+v, %v", good, o, err)
 	}
+	for in, want := range map[string]NewOrder{
+		`{"amount_fen":1234,"currency":"KWD","user_id":7}`:                            {UserID: 7, AmountFen: 1234, Currency: "KWD"},
+		`{"amount_fen":1,"currency":"JPY","merchant_order_id":"订单 1","user_id":7}`:    {UserID: 7, AmountFen: 1, Currency: "JPY", MerchantOrderID: "订单 1"},
+		`{"merchant_order_id":"M","num":1,"sku":"A","user_id":7}`:                     {UserID: 7, SKU: "A", Num: 1, MerchantOrderID: "M"},
+		`{"amount_fen":100000000000,"currency":"CNY","user_id":7,"channel":"alipay"}`: {UserID: 7, AmountFen: MaxAmountFen, Currency: "CNY", Channel: "alipay"},
+	} {
+		if o, err := ParseNewOrder([]byte(in)); err != nil || o != want {
+			t.Errorf("ParseNewOrder(%s) = %+v, %v; want %+v", in, o, err, want)
+		}
+	}
 	for _, in := range []string{
+		`{"amount_fen":1,"currency":"CNY","user_id":1,"num":1}`, `{"amount_fen":1,"currency":"CNY","user_id":1,"sku":""}`,
+		`{"amount_fen":1,"currency":"Cny","user_id":1}`, `{"amount_fen":1,"currency":"XAU","user_id":1}`,
+		`{"amount_fen":100000000001,"currency":"CNY","user_id":1}`, `{"amount_fen":1,"user_id":1}`,
+		`{"num":1,"sku":"A","user_id":1,"amount_fen":0}`, `{"num":1,"sku":"A","user_id":1,"currency":""}`,
+		`{"num":1,"sku":"A","user_id":1,"merchant_order_id":""}`, `{"num":1,"sku":"A","user_id":1,"merchant_order_id":"a\u0000"}`,
+		`{"num":1,"sku":"A","user_id":1,"merchant_order_id":null}`,
 		`{"num":0,"sku":"A","user_id":1}`, `{"num":1,"sku":"","user_id":1}`, `{"num":1,"sku":"A","user_id":0}`,
 		`{"num":1.5,"sku":"A","user_id":1}`, `{"num":1,"sku":"A;DROP","user_id":1}`, `{"num":1,"sku":"A","user_id":1,"x":1}`,
 		`{"num":99999999999999999999,"sku":"A","user_id":1}`, `[]`, `{"num":"1","sku":"A","user_id":1}`,
@@ -61,7 +79,8 @@ func TestParseNewOrder(t *testing.T) {
 // FuzzCreateOrderBody: whatever the body, canonicalisation is stable (canonical of canonical is
 // itself), and an accepted order is always within bounds.
 func FuzzCreateOrderBody(f *testing.F) {
-	for _, s := range []string{`{"user_id":123,"sku":"A-100","num":1}`, `{"a":[1,{"b":null}]}`, `{"a":1,"a":2}`, `[`, `"\ud800"`} {
+	for _, s := range []string{`{"user_id":123,"sku":"A-100","num":1}`, `{"a":[1,{"b":null}]}`, `{"a":1,"a":2}`, `[`, `"\ud800"`,
+		`{"user_id":1,"amount_fen":1234,"currency":"KWD","merchant_order_id":"M-1"}`, `{"user_id":1,"amount_fen":1,"currency":"usd"}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -83,7 +102,9 @@ func FuzzCreateOrderBody(f *testing.F) {
 			}
 			return
 		}
-		if o.UserID <= 0 || o.Num < 1 || o.Num > 10000 || !skuPattern.MatchString(o.SKU) {
+		fromStock := o.Num >= 1 && o.Num <= 10000 && skuPattern.MatchString(o.SKU) && o.AmountFen == 0 && o.Currency == ""
+		stockless := o.SKU == "" && o.Num == 0 && o.AmountFen >= 1 && o.AmountFen <= MaxAmountFen && money.Valid(o.Currency)
+		if o.UserID <= 0 || !(fromStock || stockless) || (o.MerchantOrderID != "" && !ValidMerchantOrderID(o.MerchantOrderID)) {
 			t.Fatalf("accepted an out-of-bounds order %+v", o)
 		}
 	})

@@ -127,28 +127,9 @@ func (s *Service) commitGroup(b []*batch.Item[createItem, createAnswer]) ([]Resu
 	err := s.db.TryTx(ctx, func(tx *repository.Tx) error {
 		skus := map[string]*skuTake{}
 		for i, it := range b {
-			r := it.Value.r
-			t, ok := skus[r.Order.SKU]
-			if !ok {
-				st, err := tx.ReadStock(ctx, r.Order.SKU)
-				if err != nil && !errors.Is(err, payment.ErrNotFound) {
-					return err
-				}
-				t = &skuTake{stock: st, known: err == nil}
-				skus[r.Order.SKU] = t
-			}
-			switch {
-			case !t.known:
-				results[i] = s.refuse(r, payment.ErrNotFound)
-			case t.stock.Num-t.taken < r.Order.Num:
-				results[i] = s.refuse(r, payment.ErrOutOfStock)
-			default:
-				res, err := s.placeOrder(ctx, tx, r, t.stock.PriceFen)
-				if err != nil {
-					return err
-				}
-				results[i] = res
-				t.taken += r.Order.Num
+			var err error
+			if results[i], err = s.groupOne(ctx, tx, it.Value.r, skus); err != nil {
+				return err
 			}
 			if err := s.complete(ctx, tx, it.Value.c, results[i]); err != nil {
 				return err
@@ -157,7 +138,7 @@ func (s *Service) commitGroup(b []*batch.Item[createItem, createAnswer]) ([]Resu
 		s.hookAfterPricing()
 		for _, sku := range slices.Sorted(maps.Keys(skus)) { // last: the rows' locks are held to COMMIT
 			if t := skus[sku]; t.taken > 0 {
-				if err := tx.TakeStock(ctx, sku, t.taken, t.stock.PriceFen); err != nil {
+				if err := tx.TakeStockIn(ctx, sku, t.taken, t.stock.PriceFen, t.stock.Currency); err != nil {
 					return err
 				}
 			}
@@ -166,4 +147,32 @@ func (s *Service) commitGroup(b []*batch.Item[createItem, createAnswer]) ([]Resu
 		return nil
 	})
 	return results, err
+}
+
+// groupOne places one create of a group: an order without stock as it is, an order from stock
+// priced from its SKU as read once per group, filled while the units read last.
+func (s *Service) groupOne(ctx context.Context, tx *repository.Tx, r Request, skus map[string]*skuTake) (Result, error) {
+	if r.Order.SKU == "" {
+		return s.placeOrder(ctx, tx, r, payment.Stock{})
+	}
+	t, ok := skus[r.Order.SKU]
+	if !ok {
+		st, err := tx.ReadStock(ctx, r.Order.SKU)
+		if err != nil && !errors.Is(err, payment.ErrNotFound) {
+			return Result{}, err
+		}
+		t = &skuTake{stock: st, known: err == nil}
+		skus[r.Order.SKU] = t
+	}
+	switch {
+	case !t.known:
+		return s.refuse(r, payment.ErrNotFound), nil
+	case t.stock.Num-t.taken < r.Order.Num:
+		return s.refuse(r, payment.ErrOutOfStock), nil
+	}
+	res, err := s.placeOrder(ctx, tx, r, t.stock)
+	if err == nil {
+		t.taken += r.Order.Num
+	}
+	return res, err
 }

@@ -61,27 +61,11 @@ func (f *groupFixture) req(key string) Request {
 // queue starts n creates, waits until all of them wait for the lane, releases the held one, and
 // returns their results once all are done.
 func (f *groupFixture) queue(n int) []Result {
-	results := make([]Result, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var err error
-			if results[i], err = f.s.Create(context.Background(), f.req(fmt.Sprintf("g-%02d", i))); err != nil {
-				f.t.Errorf("create %d: %v", i, err)
-			}
-		}()
+	reqs := make([]Request, n)
+	for i := range reqs {
+		reqs[i] = f.req(fmt.Sprintf("g-%02d", i))
 	}
-	testenv.Eventually(f.t, 10*time.Second, func() error {
-		if q := f.s.group.Len(); q < n {
-			return fmt.Errorf("%d of %d creates queued", q, n)
-		}
-		return nil
-	})
-	close(f.release)
-	wg.Wait()
-	return results
+	return f.queueReqs(reqs)
 }
 
 // Creates that queue behind a create of the same SKU share one transaction and one take of the

@@ -6,6 +6,7 @@ package orders
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -13,13 +14,17 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/rs/zerolog"
 
 	"github.com/paygw/paygw/guard"
 	"github.com/paygw/paygw/internal/batch"
+	"github.com/paygw/paygw/money"
 	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/repository"
 )
@@ -34,7 +39,14 @@ var (
 	// ErrUnknownSKU: the order names a SKU with no stock row. Like payment.ErrOutOfStock it is a
 	// final answer, rendered, stored and replayed.
 	ErrUnknownSKU = errors.New("unknown sku")
+	// ErrMerchantOrderIDTaken: another order of the API client holds the create's
+	// merchant_order_id. A final answer too, rendered, stored and replayed for the key.
+	ErrMerchantOrderIDTaken = errors.New("merchant_order_id taken")
 )
+
+// MaxAmountFen bounds the amount of an order without stock, in minor units (channels.MaxFen:
+// larger is no trade a channel would report).
+const MaxAmountFen = 100_000_000_000
 
 // Done is returned (wrapped) when return_original_result is false and the key already has a
 // final result.
@@ -52,7 +64,7 @@ const RetryAfter = time.Second
 
 // Render turns a create's business result into what its client gets and what every repeat of its
 // key is replayed: the order made, or a refusal that is final (payment.ErrOutOfStock,
-// ErrUnknownSKU, wrapped with a detail). code is stored with body in idempotent_record.
+// ErrUnknownSKU, ErrMerchantOrderIDTaken, wrapped with a detail). code is stored with body in idempotent_record.
 type Render func(o *payment.Order, refusal error) (code int, body []byte)
 
 // Config is the part of idempotency.* the service reads.
@@ -94,13 +106,22 @@ type Request struct {
 	Key   string // the Idempotency-Key; "" only when idempotency is disabled
 	Hash  string // RequestHash of the call
 	Order NewOrder
+	// Accepts is the rule on currencies of the first attempt's channel (channels.Currencies);
+	// nil when the create names no channel. Its refusal is returned, nothing stored.
+	Accepts func(currency string) error
 }
 
-// NewOrder is the create-order body.
+// NewOrder is the create-order body: an order from stock (sku and num: the stock's unit price and
+// currency), or an order without stock (amount_fen and currency, no sku: stored with sku "" and
+// num 1). Amounts are integers in the currency's ISO 4217 minor units.
 type NewOrder struct {
-	UserID int64  `json:"user_id"`
-	SKU    string `json:"sku"`
-	Num    int    `json:"num"`
+	UserID    int64  `json:"user_id"`
+	SKU       string `json:"sku"`
+	Num       int    `json:"num"`
+	AmountFen int64  `json:"amount_fen,omitempty"`
+	Currency  string `json:"currency,omitempty"`
+	// The merchant's own id for the order, 1-64 characters, unique per API client.
+	MerchantOrderID string `json:"merchant_order_id,omitempty"`
 	// The first payment attempt, when the order service already knows where the buyer pays
 	// (the caller checks the channel is enabled and the ref has its shape).
 	Channel    string `json:"channel,omitempty"`
@@ -123,15 +144,53 @@ func ParseNewOrder(canonical []byte) (NewOrder, error) {
 	if err := dec.Decode(&o); err != nil {
 		return o, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
+	// Which optional fields were sent at all, so that "" or 0 is not taken for absent.
+	var sent map[string]json.RawMessage  // which fields were sent at all: "", 0 and null are not absent
+	_ = json.Unmarshal(canonical, &sent) // decoded above: cannot fail
+	has := func(field string) bool {     // as encoding/json matches names: case-insensitively
+		for k := range sent {
+			if strings.EqualFold(k, field) {
+				return true
+			}
+		}
+		return false
+	}
+	var why string
 	switch {
 	case o.UserID <= 0:
-		return o, fmt.Errorf("%w: user_id must be a positive integer", ErrInvalid)
+		why = "user_id must be a positive integer"
+	case has("merchant_order_id") && !ValidMerchantOrderID(o.MerchantOrderID):
+		why = "merchant_order_id must be 1-64 characters, no control characters, no spaces at the ends"
+	case o.SKU == "" && has("sku"):
+		why = "sku must be 1-64 characters of [A-Za-z0-9._-]"
+	case o.SKU == "" && has("num"):
+		why = "num is for an order from stock: send sku too, or amount_fen and currency alone"
+	case o.SKU == "" && (o.AmountFen < 1 || o.AmountFen > MaxAmountFen):
+		why = "without sku, amount_fen must be an integer from 1 to 1e11, in the currency's minor units"
+	case o.SKU == "" && !money.Valid(o.Currency):
+		why = "without sku, currency must be an ISO 4217 code in upper case (CNY, USD, JPY ...)"
+	case o.SKU == "":
 	case !ValidSKU(o.SKU):
-		return o, fmt.Errorf("%w: sku must be 1-64 characters of [A-Za-z0-9._-]", ErrInvalid)
+		why = "sku must be 1-64 characters of [A-Za-z0-9._-]"
 	case o.Num < 1 || o.Num > 10000:
-		return o, fmt.Errorf("%w: num must be between 1 and 10000", ErrInvalid)
+		why = "num must be between 1 and 10000"
+	case has("amount_fen") || has("currency"):
+		why = "an order from stock takes the stock's price and currency: send amount_fen and currency only without sku"
+	}
+	if why != "" {
+		return o, fmt.Errorf("%w: %s", ErrInvalid, why)
 	}
 	return o, nil
+}
+
+// ValidMerchantOrderID reports whether s can be a merchant_order_id: 1-64 characters (valid
+// UTF-8), none a control character, no space at either end.
+func ValidMerchantOrderID(s string) bool {
+	n := utf8.RuneCountInString(s)
+	if n < 1 || n > 64 || !utf8.ValidString(s) || strings.TrimSpace(s) != s {
+		return false
+	}
+	return strings.IndexFunc(s, unicode.IsControl) < 0
 }
 
 // Result is what Render made of a create: fresh, or the stored one replayed.
@@ -298,7 +357,7 @@ func (s *Service) create(ctx context.Context, r Request, c *claim) (Result, erro
 			continue
 		case errors.Is(err, repository.ErrStockChanged):
 			return Result{}, err
-		case errors.Is(err, payment.ErrOutOfStock):
+		case errors.Is(err, payment.ErrOutOfStock), errors.Is(err, ErrMerchantOrderIDTaken):
 			res = s.refuse(r, err)
 			return res, s.db.InTx(ctx, func(tx *repository.Tx) error {
 				if err := s.complete(ctx, tx, c, res); err != nil {
@@ -315,10 +374,10 @@ func (s *Service) create(ctx context.Context, r Request, c *claim) (Result, erro
 func (s *Service) createOnce(ctx context.Context, r Request, c *claim) (Result, error) {
 	var res Result
 	err := s.db.InTx(ctx, func(tx *repository.Tx) error {
-		var price int64
+		var st payment.Stock
 		var ordered bool
 		var err error
-		if res, price, ordered, err = s.business(ctx, tx, r); err != nil {
+		if res, st, ordered, err = s.business(ctx, tx, r); err != nil {
 			return err
 		}
 		s.hookAfterPricing()
@@ -326,7 +385,7 @@ func (s *Service) createOnce(ctx context.Context, r Request, c *claim) (Result, 
 			return err
 		}
 		if ordered { // last: the SKU's row lock is held from here to COMMIT
-			if err := tx.TakeStock(ctx, r.Order.SKU, r.Order.Num, price); err != nil {
+			if err := tx.TakeStockIn(ctx, r.Order.SKU, r.Order.Num, st.PriceFen, st.Currency); err != nil {
 				return err
 			}
 		}
@@ -356,48 +415,74 @@ func (s *Service) hookBeforeCommit() {
 	}
 }
 
-// refuse renders a final refusal: out of stock, or an unknown SKU. Stored and replayed like a
-// success.
+// refuse renders a final refusal: out of stock, an unknown SKU, a merchant_order_id taken.
+// Stored and replayed like a success.
 func (s *Service) refuse(r Request, err error) Result {
 	refusal := fmt.Errorf("%w: sku %s does not exist", ErrUnknownSKU, r.Order.SKU)
-	if errors.Is(err, payment.ErrOutOfStock) {
+	switch {
+	case errors.Is(err, payment.ErrOutOfStock):
 		refusal = fmt.Errorf("%w: sku %s has fewer than %d units left", payment.ErrOutOfStock, r.Order.SKU, r.Order.Num)
+	case errors.Is(err, ErrMerchantOrderIDTaken):
+		refusal = err
 	}
 	code, body := s.render(nil, refusal)
 	return Result{Code: code, Body: body}
 }
 
 // business prices the order from the SKU's stock as last committed (no lock) and inserts it;
-// ordered says the caller must then take the units at price, last. Out of stock and unknown SKU
-// are final answers, with nothing inserted.
-func (s *Service) business(ctx context.Context, tx *repository.Tx, r Request) (res Result, price int64, ordered bool, err error) {
-	st, err := tx.ReadStock(ctx, r.Order.SKU)
+// ordered says the caller must then take the units of st, last. Out of stock and unknown SKU
+// are final answers, with nothing inserted. An order without stock is inserted as it is.
+func (s *Service) business(ctx context.Context, tx *repository.Tx, r Request) (res Result, st payment.Stock, ordered bool, err error) {
+	if r.Order.SKU == "" {
+		res, err = s.placeOrder(ctx, tx, r, payment.Stock{})
+		return res, payment.Stock{}, false, err
+	}
+	st, err = tx.ReadStock(ctx, r.Order.SKU)
 	switch {
 	case errors.Is(err, payment.ErrNotFound):
-		return s.refuse(r, err), 0, false, nil
+		return s.refuse(r, err), st, false, nil
 	case err != nil:
-		return Result{}, 0, false, err
+		return Result{}, st, false, err
 	case st.Num < r.Order.Num:
-		return s.refuse(r, payment.ErrOutOfStock), 0, false, nil
+		return s.refuse(r, payment.ErrOutOfStock), st, false, nil
 	}
-	res, err = s.placeOrder(ctx, tx, r, st.PriceFen)
-	return res, st.PriceFen, err == nil, err
+	res, err = s.placeOrder(ctx, tx, r, st)
+	return res, st, err == nil, err
 }
 
-// placeOrder inserts the WAIT_PAY order of r at the unit price priceFen, with its first payment
-// attempt if it names one, and renders it.
-func (s *Service) placeOrder(ctx context.Context, tx *repository.Tx, r Request, priceFen int64) (Result, error) {
+// placeOrder inserts the WAIT_PAY order of r, priced from st (an order without stock: its own
+// amount and currency, st unused), with its first payment attempt if it names one, and renders
+// it. Errors: the first attempt's channel refusing the currency (r.Accepts), or
+// ErrMerchantOrderIDTaken, with nothing written.
+func (s *Service) placeOrder(ctx context.Context, tx *repository.Tx, r Request, st payment.Stock) (Result, error) {
 	o := payment.Order{
-		TradeNo:    NewTradeNo(s.now()),
-		UserID:     r.Order.UserID,
-		SKU:        r.Order.SKU,
-		Num:        r.Order.Num,
-		AmountFen:  priceFen * int64(r.Order.Num),
-		Currency:   "CNY",
-		Status:     payment.OrderWaitPay,
-		CreateTime: s.now().UTC().Truncate(time.Millisecond),
+		TradeNo:         NewTradeNo(s.now()),
+		UserID:          r.Order.UserID,
+		SKU:             r.Order.SKU,
+		Num:             r.Order.Num,
+		AmountFen:       st.PriceFen * int64(r.Order.Num),
+		Currency:        cmp.Or(st.Currency, money.Default),
+		MerchantOrderID: r.Order.MerchantOrderID,
+		Status:          payment.OrderWaitPay,
+		CreateTime:      s.now().UTC().Truncate(time.Millisecond),
+	}
+	if r.Order.SKU == "" {
+		o.Num, o.AmountFen, o.Currency = 1, r.Order.AmountFen, r.Order.Currency
+	}
+	if r.Accepts != nil {
+		if err := r.Accepts(o.Currency); err != nil {
+			return Result{}, err
+		}
+	}
+	if err := s.merchantIDTaken(ctx, tx, r); err != nil {
+		return Result{}, err
 	}
 	if err := tx.InsertOrder(ctx, o, r.Scope, r.Key, r.Hash); err != nil {
+		if errors.Is(err, payment.ErrConflict) { // a create of the same merchant_order_id committed meanwhile?
+			if taken := s.merchantIDTaken(ctx, tx, r); taken != nil {
+				return Result{}, taken
+			}
+		}
 		return Result{}, err
 	}
 	if r.Order.Channel != "" {
@@ -409,6 +494,26 @@ func (s *Service) placeOrder(ctx context.Context, tx *repository.Tx, r Request, 
 	}
 	code, body := s.render(&o, nil)
 	return Result{Code: code, Body: body}, nil
+}
+
+// merchantIDTaken returns ErrMerchantOrderIDTaken when another order of r's API client holds r's
+// merchant_order_id. The order of r's own idempotency key is no other order: its insert meets
+// uk_order_idem and is adopted (Create).
+func (s *Service) merchantIDTaken(ctx context.Context, tx *repository.Tx, r Request) error {
+	id := r.Order.MerchantOrderID
+	if id == "" {
+		return nil
+	}
+	key, err := tx.MerchantOrderKey(ctx, r.Scope, id)
+	switch {
+	case errors.Is(err, payment.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	case r.Key != "" && key == r.Key:
+		return nil
+	}
+	return fmt.Errorf("%w: merchant_order_id %q names another order of this API client", ErrMerchantOrderIDTaken, id)
 }
 
 // NewTradeNo makes a 31-character trade_no: "P", the UTC time to the second, 16 random hex
@@ -434,9 +539,10 @@ func derefResult(r *Result) Result {
 var ErrNotPayable = errors.New("order is not waiting for payment")
 
 // AddAttempt records that the buyer was sent to a channel to pay tradeNo (the caller checked
-// the channel and ref). created is false when the order had this attempt already: it is
-// returned as it is. Errors: payment.ErrNotFound, ErrNotPayable, or a storage failure.
-func (s *Service) AddAttempt(ctx context.Context, tradeNo, channel, ref string) (a payment.Attempt, created bool, err error) {
+// the channel and ref; accepts, if not nil, is the channel's rule on the order's currency).
+// created is false when the order had this attempt already: it is returned as it is. Errors:
+// payment.ErrNotFound, ErrNotPayable, the refusal of accepts, or a storage failure.
+func (s *Service) AddAttempt(ctx context.Context, tradeNo, channel, ref string, accepts func(currency string) error) (a payment.Attempt, created bool, err error) {
 	now := s.now().UTC().Truncate(time.Millisecond)
 	err = s.db.InTx(ctx, func(tx *repository.Tx) error {
 		o, err := tx.LockOrder(ctx, tradeNo)
@@ -445,6 +551,11 @@ func (s *Service) AddAttempt(ctx context.Context, tradeNo, channel, ref string) 
 		}
 		if o.Status != payment.OrderWaitPay {
 			return fmt.Errorf("%w: order %s is %s", ErrNotPayable, tradeNo, o.Status)
+		}
+		if accepts != nil {
+			if err := accepts(o.Currency); err != nil {
+				return err
+			}
 		}
 		return tx.InsertAttempt(ctx, payment.Attempt{TradeNo: tradeNo, Channel: channel, ChannelRef: ref, CreatedTime: now, NextQueryAt: now})
 	})

@@ -28,27 +28,35 @@ const (
 // Order is one of our orders. Channel, ChannelTxnID and PaidTime are set once it is PAID;
 // RefundedFen is what the channels have refunded of that payment so far, as the refund ledger
 // derives it.
+//
+// Amounts are integers in the ISO 4217 minor units of Currency (money.Exponent), whatever the
+// `Fen` in their names. An order without stock (created with an amount, not a SKU) has SKU ""
+// and Num 1. MerchantOrderID is the merchant's own id for it ("" when none was given), unique per
+// API client.
 type Order struct {
-	TradeNo      string
-	UserID       int64
-	SKU          string
-	Num          int
-	AmountFen    int64
-	Currency     string
-	Status       string
-	Channel      string
-	ChannelTxnID string
-	PaidTime     *time.Time
-	RefundedFen  int64
-	CreateTime   time.Time
-	UpdateTime   time.Time
+	TradeNo         string
+	UserID          int64
+	SKU             string
+	Num             int
+	AmountFen       int64
+	Currency        string
+	MerchantOrderID string
+	Status          string
+	Channel         string
+	ChannelTxnID    string
+	PaidTime        *time.Time
+	RefundedFen     int64
+	CreateTime      time.Time
+	UpdateTime      time.Time
 }
 
-// Stock is a SKU's level and unit price.
+// Stock is a SKU's level and unit price, in Currency's minor units ("" is read as CNY when
+// stored).
 type Stock struct {
 	SKU      string
 	Num      int
 	PriceFen int64
+	Currency string
 }
 
 // Anomaly statuses.

@@ -1,6 +1,7 @@
 package repository
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -17,6 +18,7 @@ type orderRow struct {
 	Num          int            `db:"num"`
 	AmountFen    int64          `db:"amount_fen"`
 	Currency     string         `db:"currency"`
+	MerchantID   sql.NullString `db:"merchant_order_id"`
 	Status       string         `db:"status"`
 	Channel      sql.NullString `db:"channel"`
 	ChannelTxnID sql.NullString `db:"channel_txn_id"`
@@ -27,13 +29,13 @@ type orderRow struct {
 	UpdateTime   time.Time      `db:"update_time"`
 }
 
-const orderColumns = `trade_no, user_id, sku, num, amount_fen, currency, status, channel, channel_txn_id,
-	paid_time, refunded_fen, request_hash, create_time, update_time`
+const orderColumns = `trade_no, user_id, sku, num, amount_fen, currency, merchant_order_id, status, channel,
+	channel_txn_id, paid_time, refunded_fen, request_hash, create_time, update_time`
 
 func (r orderRow) order() payment.Order {
 	o := payment.Order{
 		TradeNo: r.TradeNo, UserID: r.UserID, SKU: r.SKU, Num: r.Num, AmountFen: r.AmountFen,
-		Currency: r.Currency, Status: r.Status, Channel: r.Channel.String, ChannelTxnID: r.ChannelTxnID.String,
+		Currency: r.Currency, MerchantOrderID: r.MerchantID.String, Status: r.Status, Channel: r.Channel.String, ChannelTxnID: r.ChannelTxnID.String,
 		RefundedFen: r.RefundedFen, CreateTime: r.CreateTime, UpdateTime: r.UpdateTime,
 	}
 	if r.PaidTime.Valid {
@@ -48,13 +50,14 @@ type stockRow struct {
 	SKU      string `db:"sku"`
 	Num      int    `db:"num"`
 	PriceFen int64  `db:"price_fen"`
+	Currency string `db:"currency"`
 }
 
-// PutStock creates or replaces a SKU's stock level and price.
+// PutStock creates or replaces a SKU's stock level, price and currency (CNY when s names none).
 func (db *DB) PutStock(ctx context.Context, s payment.Stock) error {
-	const q = `INSERT INTO stock (sku, num, price_fen) VALUES (?, ?, ?)
-		ON DUPLICATE KEY UPDATE num = VALUES(num), price_fen = VALUES(price_fen)`
-	_, err := db.x.ExecContext(ctx, q, s.SKU, s.Num, s.PriceFen)
+	const q = `INSERT INTO stock (sku, num, price_fen, currency) VALUES (?, ?, ?, ?)
+		ON DUPLICATE KEY UPDATE num = VALUES(num), price_fen = VALUES(price_fen), currency = VALUES(currency)`
+	_, err := db.x.ExecContext(ctx, q, s.SKU, s.Num, s.PriceFen, cmp.Or(s.Currency, "CNY"))
 	return err
 }
 
@@ -64,12 +67,12 @@ func (db *DB) GetStock(ctx context.Context, sku string) (payment.Stock, error) {
 }
 
 func getStock(ctx context.Context, x getter, sku string) (payment.Stock, error) {
-	const q = `SELECT sku, num, price_fen FROM stock WHERE sku = ?`
+	const q = `SELECT sku, num, price_fen, currency FROM stock WHERE sku = ?`
 	var r stockRow
 	if err := x.GetContext(ctx, &r, q, sku); err != nil {
 		return payment.Stock{}, notFound(err)
 	}
-	return payment.Stock{SKU: r.SKU, Num: r.Num, PriceFen: r.PriceFen}, nil
+	return payment.Stock{SKU: r.SKU, Num: r.Num, PriceFen: r.PriceFen, Currency: r.Currency}, nil
 }
 
 // GetOrder returns payment.ErrNotFound for an unknown trade_no.
@@ -93,8 +96,14 @@ var ErrStockChanged = errors.New("the sku's stock changed while the order was pr
 // now (or the units are there after all), and payment.ErrNotFound for an unknown SKU. It locks
 // the SKU's row until COMMIT, which every create of that SKU waits for: callers take it last.
 func (tx *Tx) TakeStock(ctx context.Context, sku string, num int, priceFen int64) error {
-	const take = `UPDATE stock SET num = num - ? WHERE sku = ? AND num >= ? AND price_fen = ?`
-	res, err := tx.x.ExecContext(ctx, take, num, sku, num, priceFen)
+	return tx.TakeStockIn(ctx, sku, num, priceFen, "")
+}
+
+// TakeStockIn is TakeStock at a price in a currency: ErrStockChanged too if the SKU's currency is
+// another one now. currency "" takes any.
+func (tx *Tx) TakeStockIn(ctx context.Context, sku string, num int, priceFen int64, currency string) error {
+	const take = `UPDATE stock SET num = num - ? WHERE sku = ? AND num >= ? AND price_fen = ? AND (? = '' OR currency = ?)`
+	res, err := tx.x.ExecContext(ctx, take, num, sku, num, priceFen, currency, currency)
 	if err = oneRow(res, err); !errors.Is(err, ErrFenced) {
 		return err
 	}
@@ -102,7 +111,7 @@ func (tx *Tx) TakeStock(ctx context.Context, sku string, num int, priceFen int64
 	switch {
 	case err != nil:
 		return err
-	case st.PriceFen != priceFen || st.Num >= num:
+	case st.PriceFen != priceFen || (currency != "" && st.Currency != currency) || st.Num >= num:
 		return ErrStockChanged
 	}
 	return payment.ErrOutOfStock
@@ -113,10 +122,22 @@ func (tx *Tx) TakeStock(ctx context.Context, sku string, num int, priceFen int64
 // idempotency key already has an order.
 func (tx *Tx) InsertOrder(ctx context.Context, o payment.Order, scope, key, hash string) error {
 	const q = `INSERT INTO orders (trade_no, user_id, sku, num, amount_fen, currency, status,
-		idem_scope, idem_key, request_hash, create_time, update_time) VALUES (?, ?, ?, ?, ?, ?, 'WAIT_PAY', ?, ?, ?, ?, ?)`
+		idem_scope, idem_key, merchant_order_id, request_hash, create_time, update_time)
+		VALUES (?, ?, ?, ?, ?, ?, 'WAIT_PAY', ?, ?, ?, ?, ?, ?)`
 	_, err := tx.x.ExecContext(ctx, q, o.TradeNo, o.UserID, o.SKU, o.Num, o.AmountFen, o.Currency,
-		nullable(scope), nullable(key), nullable(hash), o.CreateTime, o.CreateTime)
+		nullable(scope), nullable(key), nullable(o.MerchantOrderID), nullable(hash), o.CreateTime, o.CreateTime)
 	return conflict(err)
+}
+
+// MerchantOrderKey is the idempotency key ("" for none) of the order of scope that holds the
+// merchant's order id merchantID, read as last committed; payment.ErrNotFound if no order does.
+func (tx *Tx) MerchantOrderKey(ctx context.Context, scope, merchantID string) (string, error) {
+	const q = `SELECT COALESCE(idem_key, '') FROM orders WHERE idem_scope = ? AND merchant_order_id = ?`
+	var key string
+	if err := tx.x.GetContext(ctx, &key, q, scope, merchantID); err != nil {
+		return "", notFound(err)
+	}
+	return key, nil
 }
 
 // MarkPaid is the conditional state change of a payment: it succeeds only for a WAIT_PAY order

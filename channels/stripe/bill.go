@@ -24,8 +24,9 @@ import (
 //
 //   - types charge and payment are PAY lines: channel_txn_id = the charge's payment_intent (what
 //     Stripe's notifications carry; the charge id for a charge without one), amount_fen and
-//     currency the charge's own (the presentment amount, in Stripe's minor units, as the
-//     notifications state it; the balance transaction's amount may be converted);
+//     currency the charge's own (the presentment amount, as the notifications state it; the
+//     balance transaction's amount may be converted), turned from Stripe's minor units into
+//     ISO 4217's (fromStripe: ISK, MGA) as the notifications' are;
 //   - types refund and payment_refund are REFUND lines of the refund's amount, refund_id = the
 //     refund id (re_...), channel_txn_id = its payment_intent;
 //   - trade_no is the PaymentIntent's metadata.trade_no (the charge's when the PaymentIntent has
@@ -139,7 +140,12 @@ func stripeBillRow(bt *stripe.BalanceTransaction, loc *time.Location) (row []str
 				tradeNo = t
 			}
 		}
-		return []string{tradeNo, txn, "PAY", strconv.FormatInt(ch.Amount, 10), strings.ToUpper(string(ch.Currency)), at, ""}, true, nil
+		cur := strings.ToUpper(string(ch.Currency))
+		amount, err := fromStripe(ch.Amount, cur)
+		if err != nil {
+			return nil, false, err
+		}
+		return []string{tradeNo, txn, "PAY", strconv.FormatInt(amount, 10), cur, at, ""}, true, nil
 	case stripe.BalanceTransactionTypeRefund, stripe.BalanceTransactionTypePaymentRefund:
 		if src == nil || src.Refund == nil {
 			return nil, false, fmt.Errorf("%w: stripe: balance transaction %s: source is not an expanded refund", channels.ErrMalformed, channels.Quote(bt.ID))
@@ -152,7 +158,12 @@ func stripeBillRow(bt *stripe.BalanceTransaction, loc *time.Location) (row []str
 		if pi := rf.PaymentIntent; pi != nil && pi.ID != "" {
 			txn, tradeNo = pi.ID, pi.Metadata["trade_no"]
 		}
-		return []string{tradeNo, txn, "REFUND", strconv.FormatInt(rf.Amount, 10), strings.ToUpper(string(rf.Currency)), at, rf.ID}, true, nil
+		cur := strings.ToUpper(string(rf.Currency))
+		amount, err := fromStripe(rf.Amount, cur)
+		if err != nil {
+			return nil, false, err
+		}
+		return []string{tradeNo, txn, "REFUND", strconv.FormatInt(amount, 10), cur, at, rf.ID}, true, nil
 	}
 	return nil, false, nil
 }

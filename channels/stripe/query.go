@@ -314,10 +314,14 @@ func stripeQueryPayment(tradeNo string, pi *stripe.PaymentIntent) ([]payment.Eve
 	if pi.Created <= 0 {
 		return nil, fmt.Errorf("%w: stripe: %s: created missing", channels.ErrMalformed, pi.ID)
 	}
+	received, err := fromStripe(pi.AmountReceived, currency)
+	if err != nil {
+		return nil, err
+	}
 	raw := stripeRaw(pi)
 	ev, err := channels.CheckEvent(payment.Event{
 		Channel: "stripe", NotifyID: channels.QueryNotifyID(pi.ID), TradeNo: tradeNo, ChannelTxnID: pi.ID,
-		Kind: payment.KindPaid, Status: string(pi.Status), AmountFen: pi.AmountReceived, Currency: currency,
+		Kind: payment.KindPaid, Status: string(pi.Status), AmountFen: received, Currency: currency,
 		PaidAt: time.Unix(pi.Created, 0).UTC(), Raw: raw,
 	})
 	if err != nil {
@@ -335,6 +339,10 @@ func stripeQueryPayment(tradeNo string, pi *stripe.PaymentIntent) ([]payment.Eve
 	case ch.PaymentIntent != nil && ch.PaymentIntent.ID != "" && ch.PaymentIntent.ID != pi.ID:
 		return nil, fmt.Errorf("%w: stripe: %s: latest_charge belongs to another PaymentIntent", channels.ErrMalformed, pi.ID)
 	}
+	refunded, err := fromStripe(ch.AmountRefunded, currency)
+	if err != nil {
+		return nil, err
+	}
 	notifyID := "query:refund:" + pi.ID + ":" + strconv.FormatInt(ch.AmountRefunded, 10)
 	status := "partially_refunded"
 	if ch.Refunded {
@@ -342,8 +350,8 @@ func stripeQueryPayment(tradeNo string, pi *stripe.PaymentIntent) ([]payment.Eve
 	}
 	refund, err := channels.CheckEvent(payment.Event{
 		Channel: "stripe", NotifyID: notifyID, TradeNo: tradeNo, ChannelTxnID: pi.ID, Kind: payment.KindRefund,
-		Status: status, AmountFen: ch.AmountRefunded, Currency: currency, Raw: raw,
-		RefundFen: ch.AmountRefunded, RefundIsTotal: true, // a running total: it names no refund
+		Status: status, AmountFen: refunded, Currency: currency, Raw: raw,
+		RefundFen: refunded, RefundIsTotal: true, // a running total: it names no refund
 	})
 	if err != nil {
 		return nil, err
@@ -361,9 +369,13 @@ func stripeQueryClose(tradeNo string, pi *stripe.PaymentIntent) (payment.Event, 
 	if pi.Amount < 0 || pi.Amount > channels.MaxFen {
 		return payment.Event{}, fmt.Errorf("%w: stripe: %s: amount out of range", channels.ErrMalformed, pi.ID)
 	}
+	amount, err := fromStripe(pi.Amount, currency)
+	if err != nil {
+		return payment.Event{}, err
+	}
 	return channels.CheckEvent(payment.Event{
 		Channel: "stripe", NotifyID: "query:close:" + pi.ID, TradeNo: tradeNo, ChannelTxnID: pi.ID,
-		Kind: payment.KindClosed, Status: string(pi.Status), AmountFen: pi.Amount, Currency: currency, Raw: stripeRaw(pi),
+		Kind: payment.KindClosed, Status: string(pi.Status), AmountFen: amount, Currency: currency, Raw: stripeRaw(pi),
 	})
 }
 

@@ -380,6 +380,9 @@ func stripeMoney(ev *payment.Event, o stripeObjectJSON, kind stripeType) error {
 	if ev.AmountFen, err = stripeInteger("data.object."+amountField, amount); err != nil {
 		return err
 	}
+	if ev.AmountFen, err = fromStripe(ev.AmountFen, ev.Currency); err != nil {
+		return err
+	}
 	if ev.AmountFen > channels.MaxFen {
 		return fmt.Errorf("%w: stripe: data.object.%s too large", channels.ErrMalformed, amountField)
 	}
