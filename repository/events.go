@@ -35,6 +35,7 @@ type eventField struct {
 // later (merchant_order_id) is one line here.
 var eventData = []eventField{
 	{key: "trade_no", expr: "k.trade_no"},
+	{key: "merchant_order_id", expr: "e.merchant_order_id"},
 	{key: "user_id", expr: "e.user_id"},
 	{key: "status", expr: "e.status"},
 	{key: "amount_fen", expr: "e.amount_fen"},
