@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,6 +27,7 @@ import (
 	"github.com/paygw/paygw/metrics"
 	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/simulate"
+	"github.com/paygw/paygw/webhook"
 )
 
 // A real Prometheus scrapes a running paygw's admin port while the test sends notifications that
@@ -46,6 +49,20 @@ func TestPrometheusScrapesWhatWasSent(t *testing.T) {
 	extra := strings.ReplaceAll(string(channelsYAML), simulate.FakeAddr, "127.0.0.1:1")
 	addr, admin := freeAddr(t), freeAddr(t)
 	extra += fmt.Sprintf("admin:\n  addr: %q\n", admin)
+	// A webhook endpoint that verifies what it is sent, so the webhook panels have deliveries.
+	secret := testenv.WebhookSecret(t)
+	var delivered atomic.Int64
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if err := webhook.Verify(body, r.Header, []string{secret}, time.Now()); err != nil {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		delivered.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(sink.Close)
+	extra += fmt.Sprintf("webhooks:\n  endpoints:\n    - {name: metrics, url: %q, secret: %q}\n", sink.URL+"/hooks", secret)
 	token := newToken(t)
 	dsn := testenv.NewDatabase(t)
 	s := startServer(t, writeConfig(t, settings{addr: addr, dsn: dsn, token: token, extra: extra}), addr)
@@ -221,6 +238,9 @@ func TestPrometheusScrapesWhatWasSent(t *testing.T) {
 	}
 	if strings.Contains(s.out.String(), token) {
 		t.Error("paygw logged the API token")
+	}
+	if delivered.Load() == 0 {
+		t.Error("the webhook endpoint received no verified event")
 	}
 }
 

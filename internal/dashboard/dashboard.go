@@ -240,7 +240,7 @@ var rows = []row{
 		{
 			title:       "Webhook deliveries by endpoint and result",
 			description: "POSTs to the merchant's endpoints: delivered, retry (to be tried again), failed (schedule exhausted), disabled (410 Gone).",
-			unit:        "ops", stacked: true, width: 8,
+			unit:        "ops", stacked: true, width: 6,
 			targets: []target{{
 				expr:   `sum by (endpoint, result) (rate(paygw_webhook_deliveries_total[` + RateInterval + `]))`,
 				legend: "{{endpoint}} {{result}}",
@@ -249,7 +249,7 @@ var rows = []row{
 		{
 			title:       "Oldest undelivered event",
 			description: "Age of the oldest event still pending to each endpoint, from the database; the alert fires past 15 min.",
-			kind:        statPanel, unit: "s", width: 8,
+			kind:        statPanel, unit: "s", width: 6,
 			targets: []target{{
 				expr:   `max by (endpoint) (paygw_webhook_oldest_undelivered_seconds)`,
 				legend: "{{endpoint}}",
@@ -258,7 +258,7 @@ var rows = []row{
 		{
 			title:       "Webhook POST p50 / p99",
 			description: "Time of one POST to an endpoint, answer or not (the client gives up after 10 s).",
-			unit:        "s", width: 8,
+			unit:        "s", width: 6,
 			targets: []target{
 				{
 					expr:   `histogram_quantile(0.5, sum by (endpoint, le) (rate(paygw_webhook_attempt_duration_seconds_bucket[` + RateInterval + `])))`,
@@ -269,6 +269,15 @@ var rows = []row{
 					legend: "{{endpoint}} p99",
 				},
 			},
+		},
+		{
+			title:       "Events waiting for their place",
+			description: "Outbox events committed but not yet numbered by the sequencer (the feed and the webhooks wait for it); near 0 while a replica holds the outbox lease.",
+			kind:        statPanel, unit: "short", width: 6,
+			targets: []target{{
+				expr:   `max(paygw_events_unsequenced)`,
+				legend: "unsequenced",
+			}},
 		},
 	}},
 	{title: "Service", panels: []panel{
