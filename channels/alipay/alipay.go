@@ -86,7 +86,8 @@ func (a *Channel) Verify(body []byte, header http.Header, now time.Time) (paymen
 // answers "retry" before a caller's usual timeout would cut us off.
 func (a *Channel) ApplyTimeout() time.Duration { return 8 * time.Second }
 
-// AcceptsCurrency: paygw takes CNY alone through this channel (channels.CNYOnly).
+// AcceptsCurrency refuses every currency but CNY, the one paygw takes through this channel
+// (channels.CNYOnly).
 func (a *Channel) AcceptsCurrency(code string) error { return channels.CNYOnly(a.Name(), code) }
 
 // alipayCharsets are the charsets Alipay names in charset, lower case; nil is UTF-8. GB2312 text

@@ -101,7 +101,7 @@ var supported = func() map[string]bool {
 	return m
 }()
 
-// AcceptsCurrency: any ISO 4217 currency Stripe takes payments in.
+// AcceptsCurrency accepts any ISO 4217 currency Stripe takes payments in.
 func (s *Channel) AcceptsCurrency(code string) error {
 	if supported[code] && money.Valid(code) {
 		return nil

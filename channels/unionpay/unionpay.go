@@ -105,7 +105,8 @@ func (u *Channel) Verify(body []byte, header http.Header, now time.Time) (paymen
 // ApplyTimeout is 8 s: UnionPay waits 10 s for the reply.
 func (u *Channel) ApplyTimeout() time.Duration { return 8 * time.Second }
 
-// AcceptsCurrency: paygw takes CNY alone through this channel (channels.CNYOnly).
+// AcceptsCurrency refuses every currency but CNY, the one paygw takes through this channel
+// (channels.CNYOnly).
 func (u *Channel) AcceptsCurrency(code string) error { return channels.CNYOnly(u.Name(), code) }
 
 // parseUnionPayForm reads the form body and refuses, before any cryptography, what this verifier

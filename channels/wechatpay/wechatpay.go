@@ -193,7 +193,8 @@ func (w *Channel) Verify(body []byte, header http.Header, now time.Time) (paymen
 // ApplyTimeout is 4 s: WeChat waits 5 s for the reply, verification and network included.
 func (w *Channel) ApplyTimeout() time.Duration { return 4 * time.Second }
 
-// AcceptsCurrency: paygw takes CNY alone through this channel (channels.CNYOnly).
+// AcceptsCurrency refuses every currency but CNY, the one paygw takes through this channel
+// (channels.CNYOnly).
 func (w *Channel) AcceptsCurrency(code string) error { return channels.CNYOnly(w.Name(), code) }
 
 // checkHeader does, with our clock, the checks that need no key, so that the SDK (which
