@@ -13,30 +13,12 @@ import (
 	"github.com/paygw/paygw/outbox"
 )
 
-// syncBuffer is a log both replicas write.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // Two replicas serve the sequencer: one holds the lease and numbers every event once, in one
 // run of seqs, and wakes its waiters; the other waits for the lease.
 func TestOneReplicaNumbersTheEvents(t *testing.T) {
 	dsn := testenv.NewDatabase(t)
 	db := testenv.Open(t, dsn)
-	var log syncBuffer
+	var log testenv.LogBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	var seqs []*outbox.Sequencer

@@ -1,7 +1,6 @@
 package retention_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -16,24 +15,6 @@ import (
 	"github.com/paygw/paygw/retention"
 )
 
-// syncBuffer is a log both replicas write.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 var week = retention.Config{Records: 7 * 24 * time.Hour, Journal: 400 * 24 * time.Hour, Events: 30 * 24 * time.Hour}
 
 // Two replicas looking every few milliseconds purge once between them: the day's lease.
@@ -45,7 +26,7 @@ func TestPurgeOnceADay(t *testing.T) {
 		       ('young-1', 'pay_notify', 'alipay', REPEAT('0', 64), 1, UTC_TIMESTAMP(3) - INTERVAL 6 DAY)`)
 	testenv.OldEvents(t, dsn, "old", 1, 1, 31*24*time.Hour)
 	testenv.OldEvents(t, dsn, "young", 1, 2, 29*24*time.Hour)
-	var log syncBuffer
+	var log testenv.LogBuffer
 	var purged atomic.Int64
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
