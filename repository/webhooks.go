@@ -417,15 +417,16 @@ var (
 	webhookDeliveryTable = purgeTable{name: "webhook_delivery", timeCol: "event_time", keep: "status <> 'pending'"}
 )
 
-// PurgeWebhookDeliveries deletes the webhook attempts made, and the deliveries of events created,
-// longer ago than olderThan (by the database's clock), in batches like PurgeJournal; a pending
-// delivery stays, whatever its age. Run it with the events' retention: a delivery outlives its
-// event only as a failed one ("the event is no longer stored").
+// PurgeWebhookAttempts deletes the webhook attempts made longer ago than olderThan (by the
+// database's clock), in batches like PurgeJournal. Run it with the events' retention.
+func (db *DB) PurgeWebhookAttempts(ctx context.Context, olderThan time.Duration, onBatch func(n int64)) (Purged, error) {
+	return db.purge(ctx, webhookAttemptTable, olderThan, PurgeBatch, onBatch)
+}
+
+// PurgeWebhookDeliveries deletes the deliveries of events created longer ago than olderThan,
+// in batches like PurgeJournal; a pending delivery stays, whatever its age. Run it with the
+// events' retention: a delivery outlives its event only as a pending one, which fails with
+// "the event is no longer stored".
 func (db *DB) PurgeWebhookDeliveries(ctx context.Context, olderThan time.Duration, onBatch func(n int64)) (Purged, error) {
-	a, err := db.purge(ctx, webhookAttemptTable, olderThan, PurgeBatch, onBatch)
-	if err != nil {
-		return a, err
-	}
-	d, err := db.purge(ctx, webhookDeliveryTable, olderThan, PurgeBatch, onBatch)
-	return Purged{Rows: a.Rows + d.Rows, Batches: a.Batches + d.Batches, MaxBatch: max(a.MaxBatch, d.MaxBatch)}, err
+	return db.purge(ctx, webhookDeliveryTable, olderThan, PurgeBatch, onBatch)
 }

@@ -21,6 +21,8 @@ type Store interface {
 	PurgeRecords(ctx context.Context, olderThan time.Duration, onBatch func(n int64)) (repository.Purged, error)
 	PurgeJournal(ctx context.Context, olderThan time.Duration, onBatch func(n int64)) (repository.Purged, error)
 	PurgeEvents(ctx context.Context, olderThan time.Duration, onBatch func(n int64)) (repository.Purged, error)
+	PurgeWebhookAttempts(ctx context.Context, olderThan time.Duration, onBatch func(n int64)) (repository.Purged, error)
+	PurgeWebhookDeliveries(ctx context.Context, olderThan time.Duration, onBatch func(n int64)) (repository.Purged, error)
 	SweepProcessing(ctx context.Context, timeout time.Duration) (int64, error)
 }
 
@@ -36,6 +38,8 @@ type Config struct {
 // Purged is one pass over the tables.
 type Purged struct {
 	Records, Journal, Events repository.Purged
+	// The webhook attempts and ended deliveries, by events.retention.
+	Attempts, Deliveries repository.Purged
 }
 
 // PurgeCheckEvery is how often serve looks whether the day's purge is due.
@@ -60,8 +64,9 @@ func NewPurger(db Store, cfg Config, log zerolog.Logger) *Purger {
 	return &Purger{db: db, cfg: cfg, log: log}
 }
 
-// Once deletes the idempotency records, the journal rows and the numbered events past their
-// retention, now, whatever the day's lease says (a purge is idempotent).
+// Once deletes the idempotency records, the journal rows, the numbered events and their ended
+// webhook deliveries past their retention, now, whatever the day's lease says (a purge is
+// idempotent).
 func (p *Purger) Once(ctx context.Context) (Purged, error) {
 	var r Purged
 	var err error
@@ -76,6 +81,12 @@ func (p *Purger) Once(ctx context.Context) (Purged, error) {
 	}
 	if r.Events, err = p.db.PurgeEvents(ctx, p.cfg.Events, p.OnPurged); err != nil {
 		return r, fmt.Errorf("purge event: %w", err)
+	}
+	if r.Attempts, err = p.db.PurgeWebhookAttempts(ctx, p.cfg.Events, p.OnPurged); err != nil {
+		return r, fmt.Errorf("purge webhook_attempt: %w", err)
+	}
+	if r.Deliveries, err = p.db.PurgeWebhookDeliveries(ctx, p.cfg.Events, p.OnPurged); err != nil {
+		return r, fmt.Errorf("purge webhook_delivery: %w", err)
 	}
 	return r, nil
 }
@@ -114,6 +125,8 @@ func (p *Purger) ifDue(ctx context.Context, holder string) {
 	ev.Int64("idempotent_records", r.Records.Rows).Int("record_batches", r.Records.Batches).
 		Int64("journal_rows", r.Journal.Rows).Int("journal_batches", r.Journal.Batches).
 		Int64("event_rows", r.Events.Rows).Int("event_batches", r.Events.Batches).
+		Int64("webhook_attempts", r.Attempts.Rows).Int("attempt_batches", r.Attempts.Batches).
+		Int64("webhook_deliveries", r.Deliveries.Rows).Int("delivery_batches", r.Deliveries.Batches).
 		Dur("took", time.Since(start)).Msg("purged rows past retention")
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
@@ -20,9 +21,10 @@ func retentionConfig(cfg *config.Config) retention.Config {
 func (a *app) purgeCmd() *cobra.Command {
 	c := exits(&cobra.Command{
 		Use:   "purge",
-		Short: "delete idempotency records, journal rows and events past their retention",
+		Short: "delete idempotency records, journal rows, events and webhook deliveries past their retention",
 		Long: `Delete the final idempotency records older than idempotency.retention, the journal rows
-older than journal.retention and the numbered outbox events older than events.retention, at most ` + fmt.Sprint(repository.PurgeBatch) + ` rows a statement, now, whatever serve's daily lease
+older than journal.retention, and the numbered outbox events, webhook attempts and ended webhook
+deliveries older than events.retention, at most ` + fmt.Sprint(repository.PurgeBatch) + ` rows a statement, now, whatever serve's daily lease
 says (a purge is idempotent). serve does it once a day.`,
 		Args: cobra.NoArgs,
 	}, exitFailed)
@@ -40,6 +42,13 @@ type purgedJSON struct {
 	OlderThanSeconds int64  `json:"older_than_seconds"`
 }
 
+// purgedTable is one table's count in purge's output.
+type purgedTable struct {
+	name      string
+	purged    repository.Purged
+	olderThan time.Duration
+}
+
 // purge is one pass, now.
 func (a *app) purge(ctx context.Context, cfg *config.Config, asJSON bool) error {
 	db, err := repository.Open(ctx, cfg.MySQL.DSN, 2)
@@ -48,28 +57,30 @@ func (a *app) purge(ctx context.Context, cfg *config.Config, asJSON bool) error 
 	}
 	defer db.Close()
 	r, err := retention.NewPurger(db, retentionConfig(cfg), zerolog.Nop()).Once(ctx)
+	tables := []purgedTable{
+		{"idempotent_record", r.Records, cfg.Idempotency.Retention},
+		{"notify_journal", r.Journal, cfg.Journal.Retention},
+		{"event", r.Events, cfg.Events.Retention},
+		{"webhook_attempt", r.Attempts, cfg.Events.Retention},
+		{"webhook_delivery", r.Deliveries, cfg.Events.Retention},
+	}
 	if asJSON {
-		tables := map[string]purgedJSON{
-			"idempotent_record": {Rows: r.Records.Rows, Batches: r.Records.Batches, OlderThan: cfg.Idempotency.Retention.String(),
-				OlderThanSeconds: int64(cfg.Idempotency.Retention.Seconds())},
-			"notify_journal": {Rows: r.Journal.Rows, Batches: r.Journal.Batches, OlderThan: cfg.Journal.Retention.String(),
-				OlderThanSeconds: int64(cfg.Journal.Retention.Seconds())},
-			"event": {Rows: r.Events.Rows, Batches: r.Events.Batches, OlderThan: cfg.Events.Retention.String(),
-				OlderThanSeconds: int64(cfg.Events.Retention.Seconds())},
+		byName := map[string]purgedJSON{}
+		for _, t := range tables {
+			byName[t.name] = purgedJSON{Rows: t.purged.Rows, Batches: t.purged.Batches,
+				OlderThan: t.olderThan.String(), OlderThanSeconds: int64(t.olderThan.Seconds())}
 		}
 		if werr := writeJSON(a.stdout, struct {
 			Tables   map[string]purgedJSON `json:"tables"`
 			BatchMax int                   `json:"batch_max"`
-		}{tables, repository.PurgeBatch}); err == nil {
+		}{byName, repository.PurgeBatch}); err == nil {
 			err = werr
 		}
 		return err
 	}
-	fmt.Fprintf(a.stdout, "purged %d idempotent_record row(s) older than %s in %d batch(es) of at most %d\n",
-		r.Records.Rows, cfg.Idempotency.Retention, r.Records.Batches, repository.PurgeBatch)
-	fmt.Fprintf(a.stdout, "purged %d notify_journal row(s) older than %s in %d batch(es) of at most %d\n",
-		r.Journal.Rows, cfg.Journal.Retention, r.Journal.Batches, repository.PurgeBatch)
-	fmt.Fprintf(a.stdout, "purged %d event row(s) older than %s in %d batch(es) of at most %d\n",
-		r.Events.Rows, cfg.Events.Retention, r.Events.Batches, repository.PurgeBatch)
+	for _, t := range tables {
+		fmt.Fprintf(a.stdout, "purged %d %s row(s) older than %s in %d batch(es) of at most %d\n",
+			t.purged.Rows, t.name, t.olderThan, t.purged.Batches, repository.PurgeBatch)
+	}
 	return err
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"regexp"
@@ -26,6 +27,13 @@ func TestPurgeCommand(t *testing.T) {
 	testenv.OldJournal(t, dsn, "young", 4, 399*24*time.Hour)
 	testenv.OldEvents(t, dsn, "old", 6, 1, 31*24*time.Hour)
 	testenv.OldEvents(t, dsn, "young", 2, 100, 29*24*time.Hour)
+	// Webhook deliveries of 31 days ago: the delivered one and its attempt go, the pending one stays.
+	for i, status := range []string{"delivered", "pending"} {
+		testenv.Exec(t, dsn, `INSERT INTO webhook_delivery (endpoint, event_id, seq, type, trade_no, shard, status, event_time)
+			VALUES ('erp', ?, ?, 'order.paid', 'P1', 0, ?, UTC_TIMESTAMP(3) - INTERVAL 31 DAY)`, fmt.Sprintf("evt_old-%d", i), i+1, status)
+		testenv.Exec(t, dsn, `INSERT INTO webhook_attempt (delivery_id, at, status_code, latency_ms)
+			VALUES (LAST_INSERT_ID(), UTC_TIMESTAMP(3) - INTERVAL 31 DAY, 200, 1)`)
+	}
 	testenv.Exec(t, dsn, `INSERT INTO anomaly (kind, trade_no, channel, channel_txn_id, amount_fen, currency, detail, created_time)
 		VALUES ('AMOUNT_MISMATCH', 'P1', 'alipay', 'T1', 1, 'CNY', 'old', UTC_TIMESTAMP(3) - INTERVAL 900 DAY)`)
 	path := writeConfig(t, settings{dsn: dsn})
@@ -38,8 +46,10 @@ func TestPurgeCommand(t *testing.T) {
 	for _, m := range purgedLine.FindAllStringSubmatch(r.stdout, -1) {
 		got[m[2]] = [2]string{m[1], m[3]}
 	}
-	if got["idempotent_record"] != [2]string{"2500", "3"} || got["notify_journal"] != [2]string{"5", "1"} || got["event"] != [2]string{"6", "1"} {
-		t.Fatalf("purge output (rows, batches) %v, want 2500 records in 3 batches, 5 journal rows in 1, 6 events in 1:\n%s", got, r.stdout)
+	want := map[string][2]string{"idempotent_record": {"2500", "3"}, "notify_journal": {"5", "1"}, "event": {"6", "1"},
+		"webhook_attempt": {"2", "1"}, "webhook_delivery": {"1", "1"}}
+	if !maps.Equal(got, want) {
+		t.Fatalf("purge output (rows, batches) %v, want %v:\n%s", got, want, r.stdout)
 	}
 	for q, want := range map[string]int{
 		`SELECT COUNT(*) FROM idempotent_record WHERE idem_key LIKE 'old-%'`:   0,
@@ -49,6 +59,9 @@ func TestPurgeCommand(t *testing.T) {
 		`SELECT COUNT(*) FROM notify_journal WHERE notify_id LIKE 'old-%'`:     0,
 		`SELECT COUNT(*) FROM anomaly`:                                         1,
 		`SELECT COUNT(*) FROM event`:                                           2,
+		`SELECT COUNT(*) FROM webhook_delivery WHERE status = 'pending'`:       1,
+		`SELECT COUNT(*) FROM webhook_delivery`:                                1,
+		`SELECT COUNT(*) FROM webhook_attempt`:                                 0,
 	} {
 		if n := testenv.Count(t, dsn, q); n != want {
 			t.Errorf("%s = %d, want %d", q, n, want)
@@ -76,7 +89,7 @@ func TestPurgeCommand(t *testing.T) {
 	decodeJSON(t, js, &purged)
 	rec, jour := purged.Tables["idempotent_record"], purged.Tables["notify_journal"]
 	if js.code != 0 || purged.BatchMax != 1000 || rec.Rows != 1001 || rec.Batches != 2 || rec.OlderThan != "168h0m0s" ||
-		rec.OlderThanSeconds != 7*24*3600 || jour.Rows != 0 || jour.OlderThan != "9600h0m0s" || len(purged.Tables) != 3 {
+		rec.OlderThanSeconds != 7*24*3600 || jour.Rows != 0 || jour.OlderThan != "9600h0m0s" || len(purged.Tables) != len(want) {
 		t.Fatalf("purge --json: exit %d, %+v\nstdout:\n%s\nstderr:\n%s", js.code, purged, js.stdout, js.stderr)
 	}
 
