@@ -21,6 +21,9 @@ const (
 	feedLimit    = 100              // events per page unless limit says
 	feedMaxLimit = 1000             // the most limit may ask
 	feedMaxWait  = 30 * time.Second // the longest wait may ask
+	// feedMaxWindows bounds the filtered reads behind one request that finds nothing; its empty
+	// page's cursor says how far they went.
+	feedMaxWindows = 10
 	// feedPoll is how often a long poll reads the feed again when no sequencer in this process
 	// wakes it (another replica numbers the events).
 	feedPoll = 500 * time.Millisecond
@@ -120,20 +123,26 @@ func (s *Server) listEvents(c echo.Context) error {
 	if q.wait > 0 { // the server's write timeout would cut a long poll off
 		_ = http.NewResponseController(c.Response()).SetWriteDeadline(time.Now().Add(q.wait + 10*time.Second))
 	}
+	windows := 1 // the filtered reads this request made: each passes over a bounded window
 	for {
 		var changed <-chan struct{}
 		if s.cfg.EventsChanged != nil {
 			changed = s.cfg.EventsChanged() // before the read: a numbering after it still wakes us
 		}
-		evs, through, err := s.db.Events(ctx, q.after, q.types, q.limit)
+		page, err := s.db.Events(ctx, q.after, q.types, q.limit)
 		if err != nil {
 			return err
 		}
-		left := deadline.Sub(s.now())
-		if len(evs) > 0 || left <= 0 {
-			return writeFeed(c, evs, through)
+		if page.More && len(page.Events) == 0 && windows < feedMaxWindows {
+			q.after = page.Through // the filter matched nothing in a window: the next one, now
+			windows++
+			continue
 		}
-		q.after = through // what the filter passed over is not read again
+		left := deadline.Sub(s.now())
+		if len(page.Events) > 0 || page.More || left <= 0 {
+			return writeFeed(c, page.Events, page.Through)
+		}
+		q.after = page.Through // what the filter passed over is not read again
 		t := time.NewTimer(min(left, feedPoll))
 		select {
 		case <-changed:

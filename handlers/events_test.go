@@ -111,6 +111,46 @@ func TestFeedServesStoredEventsInOrder(t *testing.T) {
 	}
 }
 
+// A type filter behind a long stretch of other events reads it in bounded windows: up to
+// feedMaxWindows of them in one request, then an empty page whose cursor says how far they went.
+func TestFeedFilterReadsInWindows(t *testing.T) {
+	h := newHarness(t, options{})
+	paid, near, far := h.seedOrder(500), h.seedOrder(600), h.seedOrder(700)
+	if r := h.notifyAlipay(alipayPayment(paid, 500)); r.body != "success" {
+		t.Fatalf("notify: %d %s", r.code, r.body)
+	}
+	for tn, fen := range map[string]int64{near: 600, far: 700} {
+		if r := h.notifyAlipay(closedPayment(tn, fen)); r.body != "success" {
+			t.Fatalf("close: %d %s", r.code, r.body)
+		}
+	}
+	h.sequence()
+	// Spread the numbers: the closes lie two and twelve windows past the payment.
+	nearSeq := int64(2*repository.FeedScanWindow + 7)
+	farSeq := nearSeq + feedMaxWindows*repository.FeedScanWindow + 5
+	testenv.Exec(t, h.dsn, `UPDATE event SET seq = CASE trade_no WHEN ? THEN ? WHEN ? THEN ? END WHERE trade_no IN (?, ?)`,
+		near, nearSeq, far, farSeq, near, far)
+	tradeOf := func(p feedPage) string {
+		if len(p.Events) != 1 {
+			return fmt.Sprintf("%d events", len(p.Events))
+		}
+		_, tn := eventOf(t, p.Events[0])
+		return tn
+	}
+	p := h.feed("type=order.closed&limit=1")
+	if tradeOf(p) != near || p.NextCursor != encodeCursor(nearSeq) {
+		t.Fatalf("first filtered page: %s, cursor %s; want %s at %d", tradeOf(p), p.NextCursor, near, nearSeq)
+	}
+	p = h.feed("type=order.closed&after=" + p.NextCursor)
+	if want := encodeCursor(nearSeq + feedMaxWindows*repository.FeedScanWindow); len(p.Events) != 0 || p.NextCursor != want {
+		t.Fatalf("second page: %d events, cursor %s; want none and the cursor %d windows on (%s)", len(p.Events), p.NextCursor, feedMaxWindows, want)
+	}
+	p = h.feed("type=order.closed&after=" + p.NextCursor)
+	if tradeOf(p) != far || p.NextCursor != encodeCursor(farSeq) {
+		t.Fatalf("third page: %s, cursor %s; want %s at %d", tradeOf(p), p.NextCursor, far, farSeq)
+	}
+}
+
 // An event whose transaction commits after a later one's is served on the next page, never
 // skipped: the reader's cursor passed the later one's seq, and the early one is numbered after it.
 func TestFeedServesALateCommitOnTheNextPage(t *testing.T) {

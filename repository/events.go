@@ -142,39 +142,56 @@ func (r eventRow) event() payment.OutboxEvent {
 		CreatedTime: r.CreatedTime}
 }
 
+// FeedScanWindow bounds how many seqs one filtered read of the feed passes over, so that a type
+// filter behind a long backlog is many short statements, never one that reads the whole table.
+const FeedScanWindow = 10_000
+
+// EventPage is one read of the feed.
+type EventPage struct {
+	Events []payment.OutboxEvent
+	// Through is how far the read went: ask next with after = Through. Every numbered event up to
+	// it was considered, matching the filter or not.
+	Through int64
+	// More says numbered events lie past Through: read again at once rather than wait.
+	More bool
+}
+
 // Events reads up to limit numbered events after seq after, in seq order: of the given types, or
-// of every type when types is empty. through is how far the read went: the last event's seq
-// when it filled limit, else the highest seq numbered when it began (every event up to it was
-// considered, matching or not), and never less than after. A reader asks next with after =
-// through, so a filter that matches nothing does not read the same events again.
-func (db *DB) Events(ctx context.Context, after int64, types []string, limit int) (evs []payment.OutboxEvent, through int64, err error) {
+// of every type when types is empty. A filtered read passes over at most FeedScanWindow seqs.
+// The page's Through is the last event's seq when it filled limit, else the end of what it
+// passed over (never beyond the highest seq numbered when it began), and never less than after.
+// A reader asks next with after = Through, so a filter that matches nothing does not read the
+// same events again.
+func (db *DB) Events(ctx context.Context, after int64, types []string, limit int) (EventPage, error) {
 	const (
 		top = `SELECT COALESCE(MAX(seq), 0) FROM event`
 		q   = `SELECT seq, event_id, type, trade_no, body, created_time FROM event WHERE seq > ? AND seq <= ?`
 	)
 	// The highest seq first: every lower one has committed (numbering transactions commit in
 	// order), so the read below may stop there and say it did.
-	if err := db.x.GetContext(ctx, &through, top); err != nil {
-		return nil, after, err
+	var high int64
+	if err := db.x.GetContext(ctx, &high, top); err != nil {
+		return EventPage{Through: after}, err
 	}
-	through = max(through, after)
-	args := []any{after, through}
+	through := max(high, after)
 	filter := ""
 	if len(types) > 0 {
+		through = min(through, after+FeedScanWindow)
 		filter = ` AND type IN (` + placeholders(len(types), "?") + `)`
-		for _, t := range types {
-			args = append(args, t)
-		}
+	}
+	args := []any{after, through}
+	for _, t := range types {
+		args = append(args, t)
 	}
 	args = append(args, limit)
-	evs, err = selectAll(ctx, db, eventRow.event, q+filter+` ORDER BY seq LIMIT ?`, args...)
+	evs, err := selectAll(ctx, db, eventRow.event, q+filter+` ORDER BY seq LIMIT ?`, args...)
 	if err != nil {
-		return nil, after, err
+		return EventPage{Through: after}, err
 	}
 	if len(evs) == limit {
 		through = evs[len(evs)-1].Seq
 	}
-	return evs, through, nil
+	return EventPage{Events: evs, Through: through, More: through < high}, nil
 }
 
 // EventsOf lists the events of one order, sequenced or not, in insertion order.

@@ -207,10 +207,11 @@ func TestFeedNeverSkipsALateCommit(t *testing.T) {
 		if _, err := db.SequenceEvents(ctx, 100); err != nil {
 			t.Fatal(err)
 		}
-		evs, through, err := db.Events(ctx, after, nil, 100)
+		page, err := db.Events(ctx, after, nil, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
+		evs, through := page.Events, page.Through
 		var got []string
 		for _, e := range evs {
 			got = append(got, e.TradeNo)
@@ -231,12 +232,12 @@ func TestFeedNeverSkipsALateCommit(t *testing.T) {
 	cursor = read(cursor, "EARLY")
 	read(cursor)
 	// A filter matching nothing still says how far it read: the next read starts there.
-	if evs, through, err := db.Events(ctx, 0, []string{payment.EventOrderClosed}, 10); err != nil || len(evs) != 0 || through != cursor {
-		t.Fatalf("type filter: %d order.closed events through %d (%v), want none through %d", len(evs), through, err, cursor)
+	if p, err := db.Events(ctx, 0, []string{payment.EventOrderClosed}, 10); err != nil || len(p.Events) != 0 || p.Through != cursor || p.More {
+		t.Fatalf("type filter: %+v (%v), want no order.closed events through %d and no more", p, err, cursor)
 	}
-	// A full page goes through its last event only.
-	if evs, through, err := db.Events(ctx, 0, nil, 1); err != nil || len(evs) != 1 || through != evs[0].Seq {
-		t.Fatalf("limit 1: %d events through %d (%v)", len(evs), through, err)
+	// A full page goes through its last event only, and says more follow.
+	if p, err := db.Events(ctx, 0, nil, 1); err != nil || len(p.Events) != 1 || p.Through != p.Events[0].Seq || !p.More {
+		t.Fatalf("limit 1: %+v (%v)", p, err)
 	}
 }
 
