@@ -3,7 +3,6 @@ package apply_test
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -14,24 +13,6 @@ import (
 	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/repository"
 )
-
-// galeraCounters sums a wsrep status counter over every node of the test cluster.
-func galeraCounter(t *testing.T, name string) int {
-	t.Helper()
-	total := 0
-	for i := 1; i <= testenv.GaleraNodes; i++ {
-		v, err := testenv.GaleraStatus(testenv.GaleraServerDSN(i), name)
-		if err != nil {
-			t.Fatalf("node %d %s: %v", i, name, err)
-		}
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			t.Fatalf("node %d %s = %q", i, name, v)
-		}
-		total += n
-	}
-	return total
-}
 
 // retries reads paygw_apply_retries_total by reason from m.
 func retries(t *testing.T, m *metrics.Metrics) map[string]float64 {
@@ -98,8 +79,8 @@ func TestGaleraTwinsOnTwoNodes(t *testing.T) {
 		}
 	}
 
-	certBefore := galeraCounter(t, "wsrep_local_cert_failures")
-	abortsBefore := galeraCounter(t, "wsrep_local_bf_aborts")
+	certBefore := testenv.GaleraCounter(t, "wsrep_local_cert_failures")
+	abortsBefore := testenv.GaleraCounter(t, "wsrep_local_bf_aborts")
 	start := time.Now()
 	for i, tradeNo := range trades {
 		ev := paid(tradeNo, fmt.Sprintf("g%02d-%s", i, tradeNo), 100)
@@ -131,8 +112,8 @@ func TestGaleraTwinsOnTwoNodes(t *testing.T) {
 		}
 	}
 	took := time.Since(start)
-	certFailures := galeraCounter(t, "wsrep_local_cert_failures") - certBefore
-	bfAborts := galeraCounter(t, "wsrep_local_bf_aborts") - abortsBefore
+	certFailures := testenv.GaleraCounter(t, "wsrep_local_cert_failures") - certBefore
+	bfAborts := testenv.GaleraCounter(t, "wsrep_local_bf_aborts") - abortsBefore
 	deadlockRetries := retries(t, mets[0])["deadlock"] + retries(t, mets[1])["deadlock"]
 	t.Logf("%d twin pairs on two nodes in %s: wsrep_local_cert_failures +%d, wsrep_local_bf_aborts +%d, InTx deadlock retries %v",
 		events, took.Round(time.Millisecond), certFailures, bfAborts, deadlockRetries)

@@ -96,6 +96,25 @@ func galeraSynced() error {
 	return nil
 }
 
+// GaleraCounter sums a wsrep status counter (wsrep_local_cert_failures, wsrep_local_bf_aborts)
+// over every node of the test cluster.
+func GaleraCounter(tb testing.TB, name string) int {
+	tb.Helper()
+	total := 0
+	for i := 1; i <= GaleraNodes; i++ {
+		v, err := GaleraStatus(GaleraServerDSN(i), name)
+		if err != nil {
+			tb.Fatalf("node %d %s: %v", i, name, err)
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			tb.Fatalf("node %d %s = %q", i, name, v)
+		}
+		total += n
+	}
+	return total
+}
+
 // GaleraStatus reads one global status variable (e.g. wsrep_local_cert_failures) of a node.
 func GaleraStatus(serverDSN, name string) (string, error) {
 	db, err := sql.Open("mysql", serverDSN+"?timeout=2s")
