@@ -12,6 +12,8 @@
 #   PAYGW_ADMIN_PORT (9090)               the admin listener: /metrics and /debug/pprof
 #   PAYGW_FAKE_PORT (8090)                the fake channel (paygw simulate serve)
 #   PAYGW_DEMO_DB (paygw)                 the database
+#   PAYGW_DEMO_WEBHOOK_SECRET             when set, a webhook endpoint `fulfil` with this whsec_ secret
+#   PAYGW_DEMO_WEBHOOK_URL                its URL (http://127.0.0.1:8097/webhooks, examples/fulfil's)
 # The walkthrough is README.md's "Walkthrough" section; internal/walkthrough runs every command
 # in it against this script.
 # SIGINT or SIGTERM stops the gateway (it drains in-flight requests), then the fake channel, and
@@ -24,6 +26,8 @@ PAYGW_HTTP_PORT="${PAYGW_HTTP_PORT:-8080}"
 PAYGW_ADMIN_PORT="${PAYGW_ADMIN_PORT:-9090}"
 PAYGW_FAKE_PORT="${PAYGW_FAKE_PORT:-8090}"
 PAYGW_DEMO_DB="${PAYGW_DEMO_DB:-paygw}"
+PAYGW_DEMO_WEBHOOK_SECRET="${PAYGW_DEMO_WEBHOOK_SECRET:-}"
+PAYGW_DEMO_WEBHOOK_URL="${PAYGW_DEMO_WEBHOOK_URL:-http://127.0.0.1:8097/webhooks}"
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 DEMO="$REPO/.demo"
@@ -77,6 +81,17 @@ auth:
 EOF
   # channels.yaml points the channels' API addresses at the fake on its default port.
   grep -v '^#' "$DEMO/channels.yaml" | sed "s/127\.0\.0\.1:8090/127.0.0.1:$PAYGW_FAKE_PORT/g" >>"$CONFIG.tmp"
+  if [ -n "$PAYGW_DEMO_WEBHOOK_SECRET" ]; then
+    # README "Webhooks: the consumer side": the events go to examples/fulfil.
+    cat >>"$CONFIG.tmp" <<EOF
+webhooks:
+  endpoints:
+    - name: fulfil
+      url: "$PAYGW_DEMO_WEBHOOK_URL"
+      secret: "$PAYGW_DEMO_WEBHOOK_SECRET"
+EOF
+    log "webhook endpoint fulfil: $PAYGW_DEMO_WEBHOOK_URL"
+  fi
   chmod 600 "$CONFIG.tmp"
   mv -f "$CONFIG.tmp" "$CONFIG"
   umask "$old_umask"

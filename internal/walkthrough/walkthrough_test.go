@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -91,7 +92,8 @@ func portOf(t *testing.T, s string) string {
 
 // demo lays out dir as a checkout (scripts/, bin/paygw) and starts scripts/demo.sh there on
 // free ports and a database of its own. It returns the demo's process and its environment.
-func demo(t *testing.T, repo, dir string) (*exec.Cmd, <-chan error, *bytes.Buffer, map[string]string) {
+// extra is more of the demo's environment.
+func demo(t *testing.T, repo, dir string, extra map[string]string) (*exec.Cmd, <-chan error, *bytes.Buffer, map[string]string) {
 	t.Helper()
 	if err := os.Symlink(filepath.Join(repo, "scripts"), filepath.Join(dir, "scripts")); err != nil {
 		t.Fatal(err)
@@ -113,6 +115,7 @@ func demo(t *testing.T, repo, dir string) (*exec.Cmd, <-chan error, *bytes.Buffe
 		env[p.env] = freePort(t)
 	}
 	env["PAYGW_URL"] = "http://127.0.0.1:" + env["PAYGW_HTTP_PORT"] // scripts/alipay-notify.sh
+	maps.Copy(env, extra)
 	cmd := exec.Command("bash", "scripts/demo.sh")
 	cmd.Dir = dir
 	cmd.Env = os.Environ()
@@ -164,7 +167,7 @@ func TestWalkthrough(t *testing.T) {
 	}
 	cmds := commands(t, string(readme))
 	dir := t.TempDir()
-	proc, exited, log, env := demo(t, repo, dir)
+	proc, exited, log, env := demo(t, repo, dir, nil)
 
 	shellEnv := append(os.Environ(), "PATH="+failingCurl(t, dir)+":"+os.Getenv("PATH"))
 	for k, v := range env {
