@@ -89,6 +89,7 @@ func (s *Server) Echo() *echo.Echo {
 	v1 := e.Group("/v1", s.auth)
 	v1.PUT("/stock/:sku", s.putStock)
 	v1.POST("/orders", s.createOrder)
+	v1.GET("/orders", s.searchOrders)
 	v1.GET("/orders/:trade_no", s.getOrder)
 	v1.POST("/orders/:trade_no/attempts", s.addAttempt)
 	v1.GET("/reconciliations", s.listRuns)

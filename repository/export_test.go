@@ -20,3 +20,6 @@ func (tx *Tx) Statements(ctx context.Context, counter string) (int64, error) {
 		WHERE VARIABLE_NAME = UPPER(?)`, counter).Scan(&n)
 	return n, err
 }
+
+// SearchQuery is searchQuery, for the test that EXPLAINs it.
+var SearchQuery = searchQuery
