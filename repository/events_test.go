@@ -320,6 +320,30 @@ func TestPurgeEvents(t *testing.T) {
 	}
 }
 
+// A purge of every event but the unnumbered ones keeps the one with the highest seq, whatever
+// its age: the next event is numbered after it, not from 1 again, so no feed or webhook cursor
+// is left pointing past the numbering.
+func TestPurgeKeepsTheHighestSeq(t *testing.T) {
+	dsn := testenv.NewDatabase(t)
+	db := testenv.Open(t, dsn)
+	ctx := context.Background()
+	testenv.OldEvents(t, dsn, "old", 5, 0, 40*24*time.Hour)
+	if n, err := db.SequenceEvents(ctx, 100); err != nil || n != 5 {
+		t.Fatalf("numbered %d, %v; want 5", n, err)
+	}
+	got, err := db.PurgeEvents(ctx, time.Nanosecond, nil)
+	if err != nil || got.Rows != 4 {
+		t.Fatalf("purged %+v, %v; want all but the highest seq", got, err)
+	}
+	testenv.OldEvents(t, dsn, "new", 1, 0, 0)
+	if _, err := db.SequenceEvents(ctx, 100); err != nil {
+		t.Fatal(err)
+	}
+	if seq := testenv.Count(t, dsn, `SELECT seq FROM event WHERE event_id = 'evt_new-0'`); seq != 6 {
+		t.Fatalf("the next event after the purge got seq %d, want 6", seq)
+	}
+}
+
 // The pay path gains one statement: a payment's change writes its event in one INSERT, and a
 // group's changes write all their events in one multi-row INSERT.
 func TestOneInsertPerChange(t *testing.T) {

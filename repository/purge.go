@@ -24,6 +24,9 @@ type purgeTable struct {
 	timeCol string
 	keep    string // extra condition a row must meet to go; "" for none
 	marked  bool   // the purge records the largest id it may delete first (markRecords)
+	// keepTop names a column whose highest value's row stays, whatever its age: the event with
+	// the highest seq, so that numbering goes on from it after a purge of every other event.
+	keepTop string
 }
 
 var (
@@ -34,7 +37,7 @@ var (
 	journalTable = purgeTable{name: "notify_journal", timeCol: "received_time"}
 	eventsTable  = purgeTable{name: "event", timeCol: "created_time",
 		// Only numbered events: an unnumbered one has not been in the feed yet.
-		keep: "seq IS NOT NULL"}
+		keep: "seq IS NOT NULL", keepTop: "seq"}
 )
 
 // PurgeRecords deletes the final (success or failed) idempotent_record rows created longer ago
@@ -52,8 +55,9 @@ func (db *DB) PurgeJournal(ctx context.Context, olderThan time.Duration, onBatch
 }
 
 // PurgeEvents deletes the numbered outbox events written longer ago than olderThan, by the
-// database's clock; events the sequencer has not numbered yet stay. onBatch is as for
-// PurgeRecords.
+// database's clock; events the sequencer has not numbered yet stay, and so does the one with the
+// highest seq, whatever its age: the sequencer numbers on from it, so a feed cursor or a webhook
+// cursor never points past a numbering that restarted at 1. onBatch is as for PurgeRecords.
 func (db *DB) PurgeEvents(ctx context.Context, olderThan time.Duration, onBatch func(n int64)) (Purged, error) {
 	return db.purge(ctx, eventsTable, olderThan, PurgeBatch, onBatch)
 }
@@ -74,6 +78,15 @@ func (db *DB) purge(ctx context.Context, t purgeTable, olderThan time.Duration, 
 	cond := ""
 	if t.keep != "" {
 		cond = " AND " + t.keep
+	}
+	if t.keepTop != "" {
+		var high sql.NullInt64
+		if err := db.x.GetContext(ctx, &high, fmt.Sprintf(`SELECT MAX(%s) FROM %s`, t.keepTop, t.name)); err != nil {
+			return out, fmt.Errorf("purge %s: %w", t.name, err)
+		}
+		if high.Valid {
+			cond += fmt.Sprintf(" AND %s < %d", t.keepTop, high.Int64)
+		}
 	}
 	top := int64(math.MaxInt64) // nothing above it is deleted
 	if t.marked {
