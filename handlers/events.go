@@ -150,6 +150,9 @@ func (s *Server) listEvents(c echo.Context) error {
 		case <-ctx.Done():
 			t.Stop()
 			return writeFeed(c, nil, q.after) // the client is gone; nothing to serve
+		case <-s.stopping:
+			t.Stop()
+			return writeFeed(c, nil, q.after) // shutting down: the client asks again elsewhere
 		}
 		t.Stop()
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -56,6 +57,9 @@ type Server struct {
 	log      zerolog.Logger
 	now      func() time.Time
 	full     atomic.Int64 // unix nanos of the last write MySQL refused for want of space
+
+	stopping chan struct{} // closed by EndLongPolls
+	stopOnce sync.Once
 }
 
 // storageFullHold is how long /readyz stays red after MySQL refused a write for want of space:
@@ -71,8 +75,14 @@ func (s *Server) noteFailure(err error) {
 }
 
 func New(cfg Config, db *repository.DB, g *guard.Guard, o *orders.Service, a Applier, chs []channels.Channel, log zerolog.Logger) *Server {
-	return &Server{cfg: cfg, db: db, guard: g, orders: o, applier: a, channels: chs, tokens: digestTokens(cfg.Tokens), log: log, now: time.Now}
+	return &Server{cfg: cfg, db: db, guard: g, orders: o, applier: a, channels: chs, tokens: digestTokens(cfg.Tokens), log: log, now: time.Now,
+		stopping: make(chan struct{})}
 }
+
+// EndLongPolls answers every held feed request now, with what it has, and every later one
+// without waiting: http.Server.Shutdown waits for handlers, and a 30 s long poll would outlast
+// its drain (register it with RegisterOnShutdown).
+func (s *Server) EndLongPolls() { s.stopOnce.Do(func() { close(s.stopping) }) }
 
 // Echo builds the router with every route and the error handler.
 func (s *Server) Echo() *echo.Echo {

@@ -109,3 +109,29 @@ func TestServeDeliversDuringRotation(t *testing.T) {
 		r.mu.Unlock()
 	}
 }
+
+// A long poll does not hold a shutdown up: SIGINT answers it at once with an empty page, and
+// serve exits 0 well within http.shutdown_timeout (a 30 s wait would outlast its 10 s).
+func TestShutdownEndsLongPolls(t *testing.T) {
+	dsn := testenv.NewDatabase(t)
+	addr := freeAddr(t)
+	token := newToken(t)
+	s := startServer(t, writeConfig(t, settings{addr: addr, dsn: dsn, token: token, extra: "reconcile:\n  query_interval: 0s\n"}), addr)
+	s.client.Timeout = 40 * time.Second
+	answered := make(chan response, 1)
+	go func() { answered <- s.do("GET", "/v1/events?wait=30s", token, nil, "") }()
+	time.Sleep(500 * time.Millisecond) // the poll is held
+	start := time.Now()
+	s.stop()
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("serve took %s to stop with a long poll held", took)
+	}
+	select {
+	case r := <-answered:
+		if r.code != http.StatusOK || !strings.Contains(r.body, `"events":[]`) {
+			t.Errorf("the held poll: %d %s, want 200 and an empty page", r.code, r.body)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the held poll was not answered at shutdown")
+	}
+}

@@ -164,6 +164,7 @@ func followCertificates(ctx context.Context, cfg *config.Config, chs []channels.
 // listen serves HTTP (and the admin listener) until ctx ends or a listener fails, then drains.
 func listen(ctx context.Context, cfg *config.Config, srv *handlers.Server, met *metrics.Metrics, log zerolog.Logger) error {
 	hs := handlers.NewHTTPServer(cfg.HTTP.Addr, srv.Echo(), handlers.DefaultTimeouts())
+	hs.RegisterOnShutdown(srv.EndLongPolls)
 	errc := make(chan error, 2)
 	go func() { errc <- hs.ListenAndServe() }()
 	if cfg.Admin.Addr != "" {
