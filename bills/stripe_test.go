@@ -113,6 +113,8 @@ func TestParseDecimal(t *testing.T) {
 		{"01.00", 2, 0, false}, {"+1", 2, 0, false}, {" 1", 2, 0, false}, {"1e3", 2, 0, false},
 		{"1.5", 0, 0, false}, {"", 2, 0, false}, {"-", 2, 0, false}, {"--1", 2, 0, false},
 		{"1000000000000000000000", 2, 0, false}, {"１", 2, 0, false},
+		{"1000.00", 0, 1000, true}, {"10.500", 2, 1050, true}, {"1.0000", 3, 1000, true}, {"-3.00", 0, -3, true},
+		{"1.50", 0, 0, false}, {"1.2340", 2, 0, false}, {"1.000000000", 0, 0, false},
 	} {
 		got, err := parseDecimal(c.in, c.exp)
 		if (err == nil) != c.ok || got != c.want {
