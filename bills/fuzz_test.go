@@ -149,3 +149,26 @@ func FuzzParseDecimal(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseStripeGross holds parseStripeGross to math/big.Rat: what it accepts is the input's
+// exact value in minor units, and it accepts all that parseDecimal accepts.
+func FuzzParseStripeGross(f *testing.F) {
+	for _, s := range []string{"1000.00", "-3.00", "10.500", "1.50", "1.", "0.000000001"} {
+		f.Add(s, 0)
+	}
+	f.Fuzz(func(t *testing.T, s string, exp int) {
+		exp = ((exp % 4) + 4) % 4
+		v, err := parseStripeGross(s, exp)
+		if strict, serr := parseDecimal(s, exp); serr == nil && (err != nil || v != strict) {
+			t.Fatalf("%q at exp %d: %d, %v; parseDecimal gives %d", s, exp, v, err, strict)
+		}
+		if err != nil {
+			return
+		}
+		r, ok := new(big.Rat).SetString(s)
+		scale := new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(exp)), nil))
+		if want := new(big.Rat).Mul(r, scale); !ok || !want.IsInt() || want.Num().Cmp(big.NewInt(v)) != 0 {
+			t.Fatalf("%q at exp %d parsed as %d", s, exp, v)
+		}
+	})
+}

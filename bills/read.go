@@ -173,11 +173,9 @@ func (c columns) opt(names ...string) int {
 
 // parseDecimal converts a signed decimal string in major units into minor units, exactly, where
 // the currency has exp digits after the point. It takes an optional leading '-', ASCII digits
-// without leading zeros (bar a lone "0"), and an optional '.' followed by 1 to 8 digits, of
-// which those past exp are zeros ("1000.00" at exp 0 is 1000: a report that prints every
-// currency with two decimals, as Stripe may for ISK, loses nothing). Anything else ("1,000.00",
-// "1.234" at exp 2, "1.5" at exp 0, "1e3", " 1", "+1", "1.") is refused: a guess at money is
-// worse than a counted bad line.
+// without leading zeros (bar a lone "0"), and an optional '.' followed by 1 to exp digits.
+// Anything else ("1,000.00", "1.234" at exp 2, "1e3", " 1", "+1", "1.") is refused: a guess at
+// money is worse than a counted bad line.
 func parseDecimal(s string, exp int) (int64, error) {
 	neg := strings.HasPrefix(s, "-")
 	if neg {
@@ -189,10 +187,10 @@ func parseDecimal(s string, exp int) (int64, error) {
 		return 0, errors.New("want digits before the point")
 	case len(whole) > 1 && whole[0] == '0':
 		return 0, errors.New("leading zero")
-	case hasDot && (frac == "" || len(frac) > 8 || !allDigits(frac)):
-		return 0, errors.New("want 1 to 8 digits after the point")
-	case len(frac) > exp && strings.Trim(frac[exp:], "0") != "":
-		return 0, fmt.Errorf("this currency has %d decimals", exp)
+	case hasDot && exp == 0:
+		return 0, errors.New("this currency has no decimals")
+	case hasDot && (frac == "" || len(frac) > exp || !allDigits(frac)):
+		return 0, fmt.Errorf("want 1 to %d digits after the point", exp)
 	case len(whole) > 15:
 		return 0, errors.New("too large")
 	}

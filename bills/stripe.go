@@ -101,7 +101,7 @@ func (s *Stripe) row(no int, f []string) (l Line, skip bool, err error) {
 		return Line{}, false, lineErr(no, "currency %s: want an ISO 4217 code", quote(f[c.currency]))
 	}
 	gross := strings.TrimSpace(f[c.gross])
-	amount, err := parseDecimal(gross, minorDigits(cur))
+	amount, err := parseStripeGross(gross, minorDigits(cur))
 	if err != nil {
 		return Line{}, false, lineErr(no, "gross %s (%s): %v", quote(gross), cur, err)
 	}
@@ -128,4 +128,17 @@ func (s *Stripe) row(no int, f []string) (l Line, skip bool, err error) {
 	}
 	l.No, l.Currency, l.TradeNo = no, cur, strings.TrimSpace(f[c.tradeNo])
 	return l, false, nil
+}
+
+// parseStripeGross is parseDecimal, but digits past the currency's exponent may be zeros:
+// Stripe's API counts ISK in hundredths, and if its report prints ISK like a two-decimal
+// currency ("1000.00"), the zeros change no value. A non-zero digit there is still refused.
+func parseStripeGross(s string, exp int) (int64, error) {
+	if whole, frac, ok := strings.Cut(s, "."); ok && len(frac) > exp && len(frac) <= 8 && strings.Trim(frac[exp:], "0") == "" {
+		s = whole
+		if exp > 0 {
+			s += "." + frac[:exp]
+		}
+	}
+	return parseDecimal(s, exp)
 }
