@@ -417,6 +417,10 @@ func (c *Config) Validate() error {
 	}
 	if c.Events.Retention < MinEventRetention {
 		bad("events.retention", "must be at least %s (the webhooks' retry schedule), got %s", MinEventRetention, c.Events.Retention)
+	} else if span := c.Webhooks.scheduleSpan(); c.Events.Retention < 2*span {
+		// An order's events wait for each other: a later one's schedule starts when the earlier
+		// one's ends. Twice the span keeps a second event stored through its last retry.
+		bad("events.retention", "must be at least twice webhooks.retry_schedule's total (%s), got %s", span, c.Events.Retention)
 	}
 	c.validateReconcile(bad)
 	c.validateAuth(bad)

@@ -58,6 +58,27 @@ func (e Endpoint) SigningSecrets() []webhook.Secret {
 	return out
 }
 
+// scheduleSpan is the time from an event's first attempt to its last retry.
+func (w Webhooks) scheduleSpan() time.Duration {
+	var total time.Duration
+	for _, d := range w.RetrySchedule {
+		total += d
+	}
+	return total
+}
+
+// maskURL shows an endpoint's scheme and host only: a path or query often holds a token.
+func maskURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "***"
+	}
+	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return u.Scheme + "://" + u.Host + "/***"
+	}
+	return u.Scheme + "://" + u.Host + u.Path
+}
+
 // Subscribes reports whether the endpoint takes events of type typ.
 func (e Endpoint) Subscribes(typ string) bool {
 	return len(e.Events) == 0 || slices.Contains(e.Events, typ)
@@ -125,7 +146,7 @@ func validateEndpointSecrets(key string, e Endpoint, bad func(key, format string
 	}
 }
 
-// maskWebhooks hides every endpoint secret in m, a copy of the config whose slices are still
+// maskWebhooks hides every endpoint secret, and the path and query of every URL, in m, a copy of the config whose slices are still
 // shared with the live one.
 func maskWebhooks(m *Config) {
 	eps := make([]Endpoint, len(m.Webhooks.Endpoints))
@@ -138,6 +159,7 @@ func maskWebhooks(m *Config) {
 			masked[j] = "***"
 		}
 		e.Secrets = masked
+		e.URL = maskURL(e.URL)
 		eps[i] = e
 	}
 	m.Webhooks.Endpoints = eps

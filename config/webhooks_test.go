@@ -94,9 +94,10 @@ func TestWebhooksRefused(t *testing.T) {
 		})
 	}
 	for name, yaml := range map[string]string{
-		"twice the same name":  "webhooks:\n  endpoints:\n    - {name: a, url: \"http://127.0.0.1:1/\", secret: " + good + "}\n    - {name: a, url: \"http://127.0.0.1:2/\", secret: " + good + "}\n",
-		"zero retry wait":      "webhooks: {retry_schedule: [5s, 0s]}\n",
-		"retry wait of a year": "webhooks: {retry_schedule: [8760h]}\n",
+		"twice the same name":                "webhooks:\n  endpoints:\n    - {name: a, url: \"http://127.0.0.1:1/\", secret: " + good + "}\n    - {name: a, url: \"http://127.0.0.1:2/\", secret: " + good + "}\n",
+		"zero retry wait":                    "webhooks: {retry_schedule: [5s, 0s]}\n",
+		"retry wait of a year":               "webhooks: {retry_schedule: [8760h]}\n",
+		"retention under twice the schedule": "events: {retention: 100h}\nwebhooks: {retry_schedule: [24h, 24h, 24h]}\n",
 	} {
 		if _, err := Load(writeConfig(t, yaml), nil); err == nil || !strings.Contains(err.Error(), "webhooks.") {
 			t.Errorf("%s: %v", name, err)
@@ -110,19 +111,22 @@ func TestWebhooksMasked(t *testing.T) {
 webhooks:
   endpoints:
     - {name: one, url: "http://127.0.0.1:8097/webhooks", secret: `+a+`}
-    - {name: two, url: "http://127.0.0.1:8098/webhooks", secrets: [`+b+`, `+c+`]}
+    - {name: two, url: "https://erp.example/hooks/T0k3n?key=k3y", secrets: [`+b+`, `+c+`]}
+    - {name: three, url: "http://127.0.0.1:8099", secret: `+a+`}
 `), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := cfg.Masked()
-	for _, s := range []string{a[6:], b[6:], c[6:]} {
+	for _, s := range []string{a[6:], b[6:], c[6:], "T0k3n", "k3y"} {
 		if strings.Contains(out, s) {
 			t.Fatalf("Masked() reveals a webhook secret: %s", out)
 		}
 	}
-	if !strings.Contains(out, `"secrets":["***","***"]`) || !strings.Contains(out, `"url":"http://127.0.0.1:8097/webhooks"`) {
-		t.Fatalf("Masked() lacks the endpoints: %s", out)
+	for _, want := range []string{`"secrets":["***","***"]`, `"url":"http://127.0.0.1:8097/***"`, `"url":"https://erp.example/***"`, `"url":"http://127.0.0.1:8099"`} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("Masked() lacks %s: %s", want, out)
+		}
 	}
 	if cfg.Webhooks.Endpoints[0].Secret != a || cfg.Webhooks.Endpoints[1].Secrets[1] != c {
 		t.Fatal("Masked() changed the live config")
