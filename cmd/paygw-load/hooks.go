@@ -42,15 +42,18 @@ const (
 type drained struct {
 	Events     int           // the backlog
 	Took       time.Duration // from the gateway's start to the last event verified
+	Flowing    time.Duration // from the first event verified to the last
 	Duplicates int64         // events received again after they were verified once
 	Rejected   int64         // requests whose signature did not verify (must be 0)
 }
 
+// rate is the events delivered a second while they flowed: the gateway's start (leases taken
+// at its first look, a second apart) is left out, as it weighs on a small backlog more.
 func (d drained) rate() float64 {
-	if d.Took <= 0 {
+	if d.Flowing <= 0 {
 		return 0
 	}
-	return float64(d.Events) / d.Took.Seconds()
+	return float64(d.Events-1) / d.Flowing.Seconds()
 }
 
 // sink is the receiver: it verifies each delivery's signature (Standard Webhooks) and counts the
@@ -64,7 +67,8 @@ type sink struct {
 	done       chan struct{}
 	srv        *http.Server
 	url        string
-	lastArrive time.Time
+	first      time.Time // the first event verified
+	last       time.Time // the want-th
 }
 
 func startSink(secret string, want int) (*sink, error) {
@@ -99,8 +103,11 @@ func (s *sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.dups.Add(1)
 	} else {
 		s.seen[id] = true
-		if len(s.seen) == s.want {
-			s.lastArrive = time.Now()
+		switch len(s.seen) {
+		case 1:
+			s.first = time.Now()
+		case s.want:
+			s.last = time.Now()
 			close(s.done)
 		}
 	}
@@ -128,7 +135,7 @@ func (b *bench) deliveries(ctx context.Context) error {
 		}
 		b.drains[d.name] = res
 		b.drainOrder = append(b.drainOrder, d.name)
-		b.logf("%-18s %7d events drained in %6.1fs: %6.0f events/s  duplicates %d  bad signatures %d",
+		b.logf("%-18s %7d events drained in %6.1fs: %6.0f events/s once flowing  duplicates %d  bad signatures %d",
 			d.name, res.Events, res.Took.Seconds(), res.rate(), res.Duplicates, res.Rejected)
 	}
 	return nil
@@ -174,7 +181,10 @@ func (b *bench) drain(ctx context.Context, name string, n int) (drained, error) 
 	case <-ctx.Done():
 		return drained{}, ctx.Err()
 	}
-	return drained{Events: n, Took: s.lastArrive.Sub(start), Duplicates: s.dups.Load(), Rejected: s.bad.Load()}, nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return drained{Events: n, Took: s.last.Sub(start), Flowing: s.last.Sub(s.first), Duplicates: s.dups.Load(),
+		Rejected: s.bad.Load()}, nil
 }
 
 // backlog registers the sink's endpoint as the gateway does when it starts (from the events'
@@ -262,6 +272,7 @@ func (b *bench) drainFigures(out map[string]any) []figure {
 		d := b.drains[name]
 		out[name+"_events"] = d.Events
 		out[name+"_s"] = round(d.Took.Seconds(), 2)
+		out[name+"_flowing_s"] = round(d.Flowing.Seconds(), 2)
 		out[name+"_events_per_s"] = round(d.rate(), 0)
 		out[name+"_duplicates"] = d.Duplicates
 		out[name+"_bad_signatures"] = d.Rejected
@@ -274,7 +285,7 @@ func (b *bench) drainFigures(out map[string]any) []figure {
 	holds := long.rate() / rate.rate()
 	return []figure{
 		{"delivery_events_per_s", "", rate.rate(), fmt.Sprintf("(a backlog of %d)", rate.Events), true},
-		{"delivery_backlog_s", "", long.Took.Seconds(), fmt.Sprintf("(a backlog of %d)", long.Events), true},
+		{"delivery_backlog_s", "", long.Took.Seconds(), fmt.Sprintf("(%d, start included)", long.Events), true},
 		{"delivery_backlog_events_per_s", "", long.rate(), "", true},
 		{"delivery_backlog_rate_over_rate", "", holds, ">= 0.80 (rate holds)", holds >= 0.80},
 		{"delivery_bad_signatures", "", float64(rate.Rejected + long.Rejected), "0", rate.Rejected+long.Rejected == 0},

@@ -43,6 +43,7 @@ type options struct {
 	growthRows  int64
 	only        string // a key of subsets, or "" for the whole run
 	gatewayB    string // another paygw binary for unique_b, or ""
+	bSQL        string // statements run on unique_b's database after its migration
 }
 
 // subsets are the parts of a run --only can choose, with the order sets each needs.
@@ -97,6 +98,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.mysqlDSN, "mysql", "root@tcp(127.0.0.1:"+mysqlPort+")/", "MariaDB server DSN (the bench uses database "+benchDB+")")
 	fs.IntVar(&o.redisPort, "redis-port", int(envFloat("BENCH_REDIS_PORT", 6391)), "port for the bench's own redis-server (a free one if taken)")
 	fs.StringVar(&o.gatewayBin, "gateway", "", "paygw binary (default: go build ./cmd/paygw into the work dir)")
+	fs.StringVar(&o.bSQL, "b-sql", os.Getenv("BENCH_B_SQL"), "statements (separated by ';') run on unique_b's database after its migration, e.g. a schema change to measure (env BENCH_B_SQL)")
 	fs.StringVar(&o.gatewayB, "gateway-b", os.Getenv("BENCH_GATEWAY_B"), "another paygw binary, run as unique_b in the rounds of unique on a database of its own, e.g. one built without the event writes (env BENCH_GATEWAY_B)")
 	fs.StringVar(&o.out, "out", "bench/results", "directory for latest.json and the profiles")
 	fs.BoolVar(&o.keepDB, "keep-db", os.Getenv("BENCH_KEEP_DB") == "1", "keep the bench's databases afterwards; the next run with it uses a kept growth table again (env BENCH_KEEP_DB=1)")

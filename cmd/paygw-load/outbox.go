@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/paygw/paygw/lease"
@@ -46,6 +48,9 @@ func (b *bench) startVariants(ctx context.Context, keys simulate.Manifest) error
 	}
 	if b.opts.gatewayB == "" {
 		return nil
+	}
+	if err := b.runBSQL(ctx); err != nil {
+		return err
 	}
 	b.gwB, err = b.startGatewayBin(ctx, keys, bDB, "b", b.opts.groupLanes, b.opts.gatewayB)
 	return err
@@ -106,4 +111,26 @@ func (b *bench) variantSets() []setSpec {
 		sets = append(sets, setSpec{name: "warmb", db: bDB, n: 300}, setSpec{name: "uniqueb", db: bDB, n: b.n(10000)})
 	}
 	return sets
+}
+
+// runBSQL runs --b-sql's statements on unique_b's database.
+func (b *bench) runBSQL(ctx context.Context) error {
+	if strings.TrimSpace(b.opts.bSQL) == "" {
+		return nil
+	}
+	db, err := sql.Open("mysql", b.admin.dsn(bDB))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	for _, q := range strings.Split(b.opts.bSQL, ";") {
+		if strings.TrimSpace(q) == "" {
+			continue
+		}
+		b.logf("on %s: %s", bDB, strings.TrimSpace(q))
+		if _, err := db.ExecContext(ctx, q); err != nil { // #nosec G701 -- the operator's own --b-sql
+			return fmt.Errorf("--b-sql on %s: %s: %w", bDB, q, err)
+		}
+	}
+	return nil
 }
