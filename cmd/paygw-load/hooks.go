@@ -59,16 +59,16 @@ func (d drained) rate() float64 {
 // sink is the receiver: it verifies each delivery's signature (Standard Webhooks) and counts the
 // distinct event ids; done is closed once want of them came.
 type sink struct {
-	verifier   *webhook.Verifier
-	want       int
-	mu         sync.Mutex
-	seen       map[string]bool
-	dups, bad  atomic.Int64
-	done       chan struct{}
-	srv        *http.Server
-	url        string
-	first      time.Time // the first event verified
-	last       time.Time // the want-th
+	verifier  *webhook.Verifier
+	want      int
+	mu        sync.Mutex
+	seen      map[string]bool
+	dups, bad atomic.Int64
+	done      chan struct{}
+	srv       *http.Server
+	url       string
+	first     time.Time // the first event verified
+	last      time.Time // the want-th
 }
 
 func startSink(secret string, want int) (*sink, error) {
