@@ -153,6 +153,8 @@ type sink struct {
 	holdN     int32
 	big       bool // answer 100 KiB, not "ok"
 	held, cut atomic.Int32
+	// ok holds the event ids answered with a 2xx (under mu).
+	ok map[string]bool
 }
 
 // newGatedSink is a sink answering 200 that holds its first n requests (sink.gate).
@@ -164,7 +166,7 @@ func newGatedSink(tb testing.TB, n int32) *sink {
 }
 
 func newSink(tb testing.TB, answer func(id, body string) int) *sink {
-	s := &sink{answer: answer}
+	s := &sink{answer: answer, ok: map[string]bool{}}
 	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		h := hit{id: r.Header.Get("webhook-id"), ts: r.Header.Get("webhook-timestamp"), sig: r.Header.Get("webhook-signature"),
@@ -188,6 +190,9 @@ func newSink(tb testing.TB, answer func(id, body string) int) *sink {
 		}
 		s.mu.Lock()
 		s.hits = append(s.hits, h)
+		if h.code/100 == 2 {
+			s.ok[h.id] = true
+		}
 		s.mu.Unlock()
 		if cut {
 			s.cut.Add(1)
@@ -210,6 +215,13 @@ func (s *sink) setAnswer(f func(id, body string) int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.answer = f
+}
+
+// answered counts the distinct events the sink answered with a 2xx.
+func (s *sink) answered() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.ok)
 }
 
 func (s *sink) all() []hit {

@@ -43,6 +43,14 @@ type bench struct {
 	gwGrowth *gateway
 	alipay   *alipay.Channel
 
+	// The outbox's variants (outbox.go).
+	gwUnseq, gwB *gateway
+	unseqRelease func()
+
+	// The delivery phase's drains (hooks.go), by name, in the order they ran.
+	drains     map[string]drained
+	drainOrder []string
+
 	verifyProc    *proc // the verify-only ceiling
 	alipayAppID   string
 	alipayKeyFile string
@@ -80,6 +88,7 @@ type set struct {
 
 func (b *bench) cleanup() {
 	b.verifyProc.stop()
+	b.stopVariants()
 	b.gw.stop()
 	b.gwGrowth.stop()
 	if b.redis != nil {
@@ -95,7 +104,7 @@ func (b *bench) cleanup() {
 
 func (b *bench) run(ctx context.Context) error {
 	b.started = time.Now()
-	b.results, b.profiles = map[string]result{}, map[string]string{}
+	b.results, b.profiles, b.drains = map[string]result{}, map[string]string{}, map[string]drained{}
 	o := b.opts
 
 	// Services: the shared MariaDB (own databases), our own Redis.
@@ -113,6 +122,11 @@ func (b *bench) run(ctx context.Context) error {
 	}
 	if err := b.admin.recreate(ctx, benchDB); err != nil {
 		return err
+	}
+	for _, db := range []string{unseqDB, bDB} {
+		if err := b.admin.recreate(ctx, db); err != nil {
+			return err
+		}
 	}
 	if reused {
 		b.logf("%s.idempotent_record kept from an earlier run: %d generated rows", growthDB, o.growthRows)
@@ -191,6 +205,7 @@ func (b *bench) run(ctx context.Context) error {
 		{name: "topay", db: benchDB, n: b.n(8000)/10 + b.n(4000)},
 		{name: "refunds", db: benchDB, n: b.n(8000)/10 + b.n(4000), status: simulate.StatusRefund, of: "topay"},
 	}
+	sizes = append(sizes, b.variantSets()...)
 	if o.only != "" {
 		sizes = slices.DeleteFunc(sizes, func(s setSpec) bool { return !slices.Contains(subsets[o.only], s.name) })
 	}
@@ -246,6 +261,12 @@ func (b *bench) run(ctx context.Context) error {
 	}
 	b.url, b.growthURL, b.verifyURL = b.gw.url+"/notify/alipay", b.gwGrowth.url+"/notify/alipay", verifyURL
 	b.sets, b.keys, b.cl = sets, keys, newClient(o.concurrency)
+	if o.wants("tail", "outbox") {
+		if err := b.startVariants(ctx, keys); err != nil {
+			return err
+		}
+		b.warmVariants(ctx)
+	}
 	b.warm()
 	b.cl.run(ctx, verifyURL, sets["warm"].msgs)
 	b.cl.run(ctx, b.growthURL, sets["gwarm"].msgs)
@@ -255,7 +276,7 @@ func (b *bench) run(ctx context.Context) error {
 		subsets []string
 		run     func(context.Context) error
 	}{
-		{[]string{"tail"}, b.throughput},
+		{[]string{"tail", "outbox"}, b.throughput},
 		{nil, b.throughput256},
 		{nil, b.serial},
 		{[]string{"creates"}, b.creates},
@@ -264,12 +285,23 @@ func (b *bench) run(ctx context.Context) error {
 		{nil, b.repeats},
 		{[]string{"growth"}, b.growth},
 		{nil, b.purge},
+		{[]string{"delivery"}, b.deliveries},
 		{nil, b.redisDown},
 	} {
 		if o.wants(ph.subsets...) {
 			if err := ph.run(ctx); err != nil {
 				return err
 			}
+		}
+	}
+	if o.wants("tail", "outbox") {
+		b.stopVariants()
+		numbered, all, err := b.unsequenced(ctx)
+		if err != nil {
+			return err
+		}
+		if numbered > 0 {
+			return fmt.Errorf("%s: %d of its %d events were numbered while the load tool held its sequencer lease", unseqDB, numbered, all)
 		}
 	}
 	b.gw.stop()
@@ -476,6 +508,17 @@ func serveVerifyOnly(ctx context.Context, args []string) error {
 }
 
 func (b *bench) startGateway(ctx context.Context, keys simulate.Manifest, db, name string, lanes int) (*gateway, error) {
+	return b.startGatewayBin(ctx, keys, db, name, lanes, b.opts.gatewayBin)
+}
+
+// startGatewayBin starts the paygw binary bin on the database db.
+func (b *bench) startGatewayBin(ctx context.Context, keys simulate.Manifest, db, name string, lanes int, bin string) (*gateway, error) {
+	return b.startGatewayWith(ctx, keys, db, name, lanes, bin, "")
+}
+
+// startGatewayWith starts the paygw binary bin on the database db, with extra (YAML of sections
+// the bench config does not have) added to its configuration.
+func (b *bench) startGatewayWith(ctx context.Context, keys simulate.Manifest, db, name string, lanes int, bin, extra string) (*gateway, error) {
 	httpPort, err := freePort(0)
 	if err != nil {
 		return nil, err
@@ -511,13 +554,13 @@ auth:
       token: %q
 reconcile:
   query_interval: 0s
-`, httpPort, b.admin.dsn(db), b.opts.concurrency, lanes, b.redis.addr(), adminPort, createScope, benchToken) + string(channelsYAML)
+`, httpPort, b.admin.dsn(db), b.opts.concurrency, lanes, b.redis.addr(), adminPort, createScope, benchToken) + extra + string(channelsYAML)
 	path := filepath.Join(b.work, "paygw-"+name+".yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil { // #nosec G703 -- a config in the bench's own temporary work directory
 		return nil, err
 	}
 	gw := &gateway{
-		name: name, bin: b.opts.gatewayBin, config: path, dir: b.work,
+		name: name, bin: bin, config: path, dir: b.work,
 		url: fmt.Sprintf("http://127.0.0.1:%d", httpPort), adminURL: fmt.Sprintf("http://127.0.0.1:%d", adminPort),
 	}
 	if err := gw.start(ctx); err != nil {
@@ -540,7 +583,7 @@ type figure struct {
 
 // report prints the table and writes latest.json.
 func (b *bench) report() error {
-	if len(b.results) == 0 {
+	if len(b.results) == 0 && len(b.drains) == 0 {
 		return errNoResults
 	}
 	r := b.results
@@ -599,6 +642,9 @@ func (b *bench) report() error {
 		{"refund_only_over_payments", "refund_only", ratio("refund_only", "payments_only"), "(a mass refund)", true},
 		{"close_only_over_payments", "close_only", ratio("close_only", "payments_only"), "(unpaid trades timing out)", true},
 		{"create_hot_over_raw", "create_hot", ratio("create_hot", "create_raw"), ">= 0.90 (one SKU, 32 clients)", ratio("create_hot", "create_raw") >= 0.90},
+		{"unique_over_unique_unsequenced", "unique_unsequenced", ratio("unique", "unique_unsequenced"), "(the sequencer's share)", true},
+		{"raw_over_raw_unsequenced", "raw_unsequenced", ratio("raw", "raw_unsequenced"), "(the sequencer's share)", true},
+		{"unique_over_unique_b", "unique_b", ratio("unique", "unique_b"), ">= 0.90 (B: --gateway-b)", ratio("unique", "unique_b") >= 0.90},
 		{"sql_per_unique", "unique", r["unique"].SQLMin, "<= 2 (amortised)", r["unique"].SQLMin <= 2},
 		{"sql_per_unique_256", "unique_256", r["unique_256"].SQLMin, "<= 2 (amortised)", r["unique_256"].SQLMin <= 2},
 		{"sql_per_serial_single", "serial_single", r["serial_single"].SQLMin, "5 (the transaction)", true},
@@ -612,6 +658,7 @@ func (b *bench) report() error {
 		{"purged_rows_during", "purge_on", float64(b.purgedRows), "", b.purgedRows > 0},
 	}
 	figures = slices.DeleteFunc(figures, func(f figure) bool { _, ran := r[f.needs]; return !ran })
+	figures = append(figures, b.drainFigures(out)...)
 	for _, f := range figures {
 		out[f.key] = round(f.value, 3)
 	}
@@ -639,6 +686,7 @@ func (b *bench) report() error {
 		}
 		fmt.Fprintf(w, "%-30s %8.3f  %-20s %s\n", f.key, f.value, f.target, mark)
 	}
+	b.printCounters(w)
 	if b.opts.growthRows > 0 && b.opts.growthRows < 10_000_000 {
 		fmt.Fprintf(w, "\nnote: growth measured with %d rows, not the full-scale 10 M (BENCH_SCALE=1 runs 10 M)\n", b.opts.growthRows)
 	}

@@ -31,6 +31,8 @@ type result struct {
 	// SQLMin is the least statements per request over the rounds: other clients of the shared
 	// server only ever add to Questions, so the quietest round bounds ours best.
 	SQLMin float64
+	// Counters are the deltas of counterNames over the measurement (nil if not measured).
+	Counters map[string]int64
 
 	lat []time.Duration
 }
@@ -50,6 +52,14 @@ func merge(rounds []result) result {
 	}
 	m := summarize(lat, errs, elapsed)
 	m.Questions = q
+	for _, r := range rounds {
+		for k, v := range r.Counters {
+			if m.Counters == nil {
+				m.Counters = map[string]int64{}
+			}
+			m.Counters[k] += v
+		}
+	}
 	m.SQLMin = -1
 	for _, r := range rounds {
 		if v := r.perRequest(); m.SQLMin < 0 || v < m.SQLMin {

@@ -42,14 +42,18 @@ type options struct {
 	keepDB      bool
 	growthRows  int64
 	only        string // a key of subsets, or "" for the whole run
+	gatewayB    string // another paygw binary for unique_b, or ""
+	bSQL        string // statements run on unique_b's database after its migration
 }
 
 // subsets are the parts of a run --only can choose, with the order sets each needs.
 var subsets = map[string][]string{
-	"growth":  {"warm", "gwarm", "empty", "growth"},
-	"creates": {"warm", "gwarm"},
-	"tail":    {"warm", "gwarm", "unique", "raw", "rate70", "raw70"},
-	"others":  {"warm", "gwarm", "payonly", "mixpay", "closes", "topay", "refunds"},
+	"growth":   {"warm", "gwarm", "empty", "growth"},
+	"creates":  {"warm", "gwarm"},
+	"tail":     {"warm", "gwarm", "unique", "raw", "rate70", "raw70", "warmunseq", "unseq", "rawunseq", "warmb", "uniqueb"},
+	"others":   {"warm", "gwarm", "payonly", "mixpay", "closes", "topay", "refunds"},
+	"delivery": {"warm", "gwarm"},
+	"outbox":   {"warm", "gwarm", "unique", "raw", "warmunseq", "unseq", "rawunseq", "warmb", "uniqueb"},
 }
 
 // wants reports whether the run includes one of the subsets named.
@@ -94,18 +98,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.mysqlDSN, "mysql", "root@tcp(127.0.0.1:"+mysqlPort+")/", "MariaDB server DSN (the bench uses database "+benchDB+")")
 	fs.IntVar(&o.redisPort, "redis-port", int(envFloat("BENCH_REDIS_PORT", 6391)), "port for the bench's own redis-server (a free one if taken)")
 	fs.StringVar(&o.gatewayBin, "gateway", "", "paygw binary (default: go build ./cmd/paygw into the work dir)")
+	fs.StringVar(&o.bSQL, "b-sql", os.Getenv("BENCH_B_SQL"), "statements (separated by ';') run on unique_b's database after its migration, e.g. a schema change to measure (env BENCH_B_SQL)")
+	fs.StringVar(&o.gatewayB, "gateway-b", os.Getenv("BENCH_GATEWAY_B"), "another paygw binary, run as unique_b in the rounds of unique on a database of its own, e.g. one built without the event writes (env BENCH_GATEWAY_B)")
 	fs.StringVar(&o.out, "out", "bench/results", "directory for latest.json and the profiles")
 	fs.BoolVar(&o.keepDB, "keep-db", os.Getenv("BENCH_KEEP_DB") == "1", "keep the bench's databases afterwards; the next run with it uses a kept growth table again (env BENCH_KEEP_DB=1)")
 	growth := fs.Float64("growth-rows", 0, "rows in idempotent_record for the growth scenario (default 10 M x BENCH_SCALE)")
 	fs.StringVar(&o.only, "only", os.Getenv("BENCH_ONLY"), "run one subset: "+strings.Join(slices.Sorted(maps.Keys(subsets)), ", ")+" (env BENCH_ONLY; default all)")
-	dbName := fs.String("db", benchDB, "the bench's database (dropped and created; the growth table is in NAME_growth)")
+	dbName := fs.String("db", benchDB, "the bench's database (dropped and created; the growth table is in NAME_growth, the outbox's variants in NAME_unseq and NAME_b, the webhook drains in NAME_hooks)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if !regexp.MustCompile(`^[a-z][a-z0-9_]{0,40}$`).MatchString(*dbName) {
 		return fmt.Errorf("--db %q: want a lower-case name of at most 41 characters of [a-z0-9_]", *dbName)
 	}
-	benchDB, growthDB = *dbName, *dbName+"_growth"
+	benchDB, growthDB, unseqDB, bDB, hooksDB = *dbName, *dbName+"_growth", *dbName+"_unseq", *dbName+"_b", *dbName+"_hooks"
 	if _, ok := subsets[o.only]; !ok && o.only != "" {
 		return fmt.Errorf("--only %q: the subsets are %s", o.only, strings.Join(slices.Sorted(maps.Keys(subsets)), ", "))
 	}

@@ -8,19 +8,21 @@ import (
 
 // The phases of a run (bench.run calls them in order; --only picks some).
 
-// throughput: unique payments at 32 in flight against the raw ceiling.
+// throughput: unique payments at 32 in flight against the raw ceiling, and the outbox's
+// variants (outbox.go).
 func (b *bench) throughput(ctx context.Context) error {
 	db := b.admin.dsn(benchDB)
-	return b.interleave(ctx, rounds,
-		step{name: "raw", fn: func(r int) result {
+	steps := []step{
+		{name: "raw", fn: func(r int) result {
 			res, err := rawCeiling(ctx, db, chunk(b.sets["raw"].events, r, rounds), b.opts.concurrency)
 			if err != nil {
 				b.logf("raw ceiling: %v", err)
 			}
 			return res
 		}},
-		step{name: "unique", profile: "unique", fn: func(r int) result { return b.cl.run(ctx, b.url, chunk(b.sets["unique"].msgs, r, rounds)) }},
-	)
+		{name: "unique", profile: "unique", fn: func(r int) result { return b.cl.run(ctx, b.url, chunk(b.sets["unique"].msgs, r, rounds)) }},
+	}
+	return b.interleave(ctx, rounds, append(steps, b.variantSteps(ctx)...)...)
 }
 
 // throughput256: group apply at 256 in flight, against the raw ceiling at 256.

@@ -79,7 +79,7 @@ func (a *admin) migrate(ctx context.Context, name string) error {
 func (a *admin) drop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	for _, name := range []string{benchDB, growthDB} {
+	for _, name := range []string{benchDB, growthDB, unseqDB, bDB, hooksDB} {
 		_, _ = a.db.ExecContext(ctx, "DROP DATABASE IF EXISTS "+name)
 	}
 }
@@ -92,9 +92,15 @@ func (a *admin) questions(ctx context.Context) (int64, error) {
 	return v, err
 }
 
-// measure runs fn between two Questions readings and stores the delta, less the second SHOW.
+// measure runs fn between two readings of Questions and the status counters (counterNames), and
+// stores the deltas; the Questions delta less the measurement's own second SHOW and the first
+// counters' read.
 func (a *admin) measure(ctx context.Context, fn func() result) (result, error) {
 	before, err := a.questions(ctx)
+	if err != nil {
+		return result{}, err
+	}
+	cBefore, err := a.counters(ctx)
 	if err != nil {
 		return result{}, err
 	}
@@ -103,7 +109,12 @@ func (a *admin) measure(ctx context.Context, fn func() result) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	r.Questions = after - before - 1
+	cAfter, err := a.counters(ctx)
+	if err != nil {
+		return result{}, err
+	}
+	r.Questions = after - before - 2
+	r.Counters = delta(cBefore, cAfter)
 	return r, nil
 }
 
