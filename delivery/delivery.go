@@ -333,4 +333,15 @@ func (d *Dispatcher) backlog(ctx context.Context) {
 		}
 		d.o.Metrics.WebhookBacklog(name, age)
 	}
+	// A disabled endpoint has no pending delivery, so its backlog reads 0: say it apart.
+	eps, err := d.store.WebhookEndpoints(ctx)
+	if err != nil {
+		d.o.Log.Warn().Err(err).Msg("webhooks: reading the endpoints failed")
+		return
+	}
+	for _, ep := range eps {
+		if _, ok := d.byName[ep.Name]; ok {
+			d.o.Metrics.WebhookEndpointDisabled(ep.Name, ep.Disabled.Valid)
+		}
+	}
 }

@@ -173,7 +173,9 @@ func Test410Disables(t *testing.T) {
 	gone := newSink(t, func(string, string) int { return 410 })
 	ok := newSink(t, nil)
 	ok.big = true
-	d, _ := serve(t, e.db, delivery.Options{Endpoints: []delivery.Endpoint{gone.endpoint("gone"), ok.endpoint("ok")}})
+	m := metrics.New("test")
+	d, _ := serve(t, e.db, delivery.Options{Endpoints: []delivery.Endpoint{gone.endpoint("gone"), ok.endpoint("ok")},
+		Metrics: m, Backlog: 10 * time.Millisecond})
 	e.registered(t, "gone", "ok")
 	e.insert(t, orders(20, 1, 1)...)
 	testenv.Until(t, wait, "ok delivered, gone disabled", func() bool {
@@ -186,6 +188,11 @@ func Test410Disables(t *testing.T) {
 	if n := e.count(t, "SELECT COUNT(*) FROM webhook_endpoint WHERE name = 'gone' AND disabled_time IS NOT NULL"); n != 1 {
 		t.Fatal("the endpoint is not marked disabled")
 	}
+	// Its backlog reads 0 (nothing pending): the disabled gauge says it.
+	testenv.Until(t, wait, "the disabled gauge", func() bool {
+		return gathered(t, m, "paygw_webhook_endpoint_disabled", "gone", "") == 1 &&
+			gathered(t, m, "paygw_webhook_endpoint_disabled", "ok", "") == 0
+	})
 	e.insert(t, orders(20, 1, 21)...)
 	testenv.Until(t, wait, "the later events", func() bool {
 		return e.statusCount(t, "ok", repository.DeliveryDelivered) == 40 && e.statusCount(t, "gone", repository.DeliveryDisabled) == 40
@@ -202,6 +209,7 @@ func Test410Disables(t *testing.T) {
 		t.Fatalf("Redeliver: %v, %v", names, err)
 	}
 	testenv.Until(t, wait, "the redelivery", func() bool { return e.statusCount(t, "gone", repository.DeliveryDelivered) == 1 })
+	testenv.Until(t, wait, "the gauge clears", func() bool { return gathered(t, m, "paygw_webhook_endpoint_disabled", "gone", "") == 0 })
 	if n := e.statusCount(t, "gone", repository.DeliveryDisabled); n != 39 {
 		t.Errorf("%d deliveries disabled after enabling, want the 39 others", n)
 	}

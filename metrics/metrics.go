@@ -47,6 +47,7 @@ type Metrics struct {
 	webhookResults   *prometheus.CounterVec
 	webhookOldest    *prometheus.GaugeVec
 	webhookAttempt   *prometheus.HistogramVec
+	webhookDisabled  *prometheus.GaugeVec
 }
 
 // New builds the registry with paygw's collectors, the Go runtime's and the process's.
@@ -118,6 +119,8 @@ func (m *Metrics) webhookFamilies() {
 		"endpoint", "result")
 	m.webhookOldest = m.gaugeVec("paygw_webhook_oldest_undelivered_seconds",
 		"Age of the oldest event still pending to an endpoint, 0 when none is (from the database).", "endpoint")
+	m.webhookDisabled = m.gaugeVec("paygw_webhook_endpoint_disabled",
+		"1 while an endpoint is disabled (it answered 410 Gone): its events are not sent (from the database).", "endpoint")
 	m.webhookAttempt = m.histogramVec("paygw_webhook_attempt_duration_seconds", "Time of one webhook POST, by endpoint.",
 		[]float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}, "endpoint")
 }
@@ -419,6 +422,7 @@ func (m *Metrics) Webhooks(endpoints []string) {
 			m.webhookResults.WithLabelValues(ep, r)
 		}
 		m.webhookOldest.WithLabelValues(ep)
+		m.webhookDisabled.WithLabelValues(ep)
 	}
 }
 
@@ -437,6 +441,18 @@ func (m *Metrics) WebhookBacklog(endpoint string, age time.Duration) {
 		return
 	}
 	m.webhookOldest.WithLabelValues(endpoint).Set(max(age, 0).Seconds())
+}
+
+// WebhookEndpointDisabled sets whether endpoint is disabled.
+func (m *Metrics) WebhookEndpointDisabled(endpoint string, disabled bool) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if disabled {
+		v = 1
+	}
+	m.webhookDisabled.WithLabelValues(endpoint).Set(v)
 }
 
 // ReconcileAnswers lists the answers paygw_reconcile_query_total counts: a channel's trade

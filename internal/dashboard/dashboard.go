@@ -249,7 +249,7 @@ var rows = []row{
 		{
 			title:       "Oldest undelivered event",
 			description: "Age of the oldest event still pending to each endpoint, from the database; the alert fires past 15 min.",
-			kind:        statPanel, unit: "s", width: 6,
+			kind:        statPanel, unit: "s", width: 4,
 			targets: []target{{
 				expr:   `max by (endpoint) (paygw_webhook_oldest_undelivered_seconds)`,
 				legend: "{{endpoint}}",
@@ -273,10 +273,19 @@ var rows = []row{
 		{
 			title:       "Events waiting for their place",
 			description: "Outbox events committed but not yet numbered by the sequencer (the feed and the webhooks wait for it); near 0 while a replica holds the outbox lease.",
-			kind:        statPanel, unit: "short", width: 6,
+			kind:        statPanel, unit: "short", width: 4,
 			targets: []target{{
 				expr:   `max(paygw_events_unsequenced)`,
 				legend: "unsequenced",
+			}},
+		},
+		{
+			title:       "Disabled endpoints",
+			description: "1 for an endpoint disabled after a 410 Gone: its events are not sent, and its backlog reads 0.",
+			kind:        statPanel, unit: "short", width: 4,
+			targets: []target{{
+				expr:   `max by (endpoint) (paygw_webhook_endpoint_disabled)`,
+				legend: "{{endpoint}}",
 			}},
 		},
 	}},
