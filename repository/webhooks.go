@@ -355,12 +355,21 @@ type WebhookDelivery struct {
 	Attempts    []WebhookAttempt
 }
 
-// Deliveries lists deliveries by id, with their attempts.
+// Deliveries lists deliveries by id, with their attempts. Only the filters given are in the
+// statement, so that an endpoint (and a status) is read through idx_list.
 func (db *DB) Deliveries(ctx context.Context, f DeliveryFilter) ([]WebhookDelivery, error) {
-	const q = `SELECT id, event_id, type, endpoint, status, next_attempt_at FROM webhook_delivery
-		WHERE id > ? AND (? = '' OR endpoint = ?) AND (? = '' OR status = ?) ORDER BY id LIMIT ?`
+	q := `SELECT id, event_id, type, endpoint, status, next_attempt_at FROM webhook_delivery WHERE id > ?`
+	args := []any{f.After}
+	if f.Endpoint != "" {
+		q += ` AND endpoint = ?`
+		args = append(args, f.Endpoint)
+	}
+	if f.Status != "" {
+		q += ` AND status = ?`
+		args = append(args, f.Status)
+	}
 	var out []WebhookDelivery
-	if err := db.x.SelectContext(ctx, &out, q, f.After, f.Endpoint, f.Endpoint, f.Status, f.Status, f.Limit); err != nil {
+	if err := db.x.SelectContext(ctx, &out, q+` ORDER BY id LIMIT ?`, append(args, f.Limit)...); err != nil {
 		return nil, err
 	}
 	if len(out) == 0 {
