@@ -39,3 +39,49 @@ func TestWhy(t *testing.T) {
 		t.Fatalf("why of an unknown order: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
+
+// `paygw why` takes what a complaint comes with: the channel's transaction, the merchant's own
+// order id or the user; one match is explained, several are listed, none is exit 1, and no key
+// or two is a usage error.
+func TestWhyByOtherKeys(t *testing.T) {
+	dsn := testenv.EmptyDatabase(t)
+	path := migratedConfig(t, settings{dsn: dsn})
+	testenv.Exec(t, dsn, `INSERT INTO orders (trade_no, user_id, sku, num, amount_fen, currency, status, channel, channel_txn_id,
+			merchant_order_id, paid_time, create_time, update_time)
+		VALUES ('PWHY1', 7, 'S', 1, 1999, 'CNY', 'PAID', 'alipay', '2026120522001', 'ERP-1', NOW(3), NOW(3) - INTERVAL 1 MINUTE, NOW(3)),
+		       ('PWHY2', 7, 'S', 1, 500, 'USD', 'WAIT_PAY', NULL, NULL, NULL, NULL, NOW(3), NOW(3))`)
+	for _, args := range [][]string{{"--channel-txn-id", "2026120522001"}, {"--merchant-order-id", "ERP-1"}} {
+		r := runPaygw(t, nil, append([]string{"why", "--config", path}, args...)...)
+		if r.code != 0 || !strings.HasPrefix(r.stdout, "PWHY1 PAID\n") {
+			t.Errorf("why %v: exit %d\nstdout:\n%s\nstderr:\n%s", args, r.code, r.stdout, r.stderr)
+		}
+	}
+	r := runPaygw(t, nil, "why", "--config", path, "--user-id", "7")
+	if r.code != 0 || !strings.Contains(r.stdout, "2 orders match") || strings.Index(r.stdout, "PWHY2") > strings.Index(r.stdout, "PWHY1") ||
+		!strings.Contains(r.stdout, "5.00 USD") {
+		t.Errorf("why --user-id 7: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	js := runPaygw(t, nil, "why", "--config", path, "--user-id", "7", "--json")
+	var list struct {
+		Orders []struct {
+			TradeNo   string    `json:"trade_no"`
+			Status    string    `json:"status"`
+			AmountFen int64     `json:"amount_fen"`
+			Currency  string    `json:"currency"`
+			CreatedAt time.Time `json:"created_at"`
+		} `json:"orders"`
+	}
+	decodeJSON(t, js, &list)
+	if js.code != 0 || len(list.Orders) != 2 || list.Orders[0].TradeNo != "PWHY2" || list.Orders[0].AmountFen != 500 || list.Orders[1].Status != "PAID" ||
+		list.Orders[0].CreatedAt.Before(list.Orders[1].CreatedAt) {
+		t.Errorf("why --user-id 7 --json: exit %d, %+v", js.code, list)
+	}
+	if r := runPaygw(t, nil, "why", "--config", path, "--user-id", "8"); r.code != 1 || !strings.Contains(r.stderr, "no order matches") {
+		t.Errorf("why --user-id 8: exit %d, stderr %q", r.code, r.stderr)
+	}
+	for _, args := range [][]string{{}, {"PWHY1", "--user-id", "7"}, {"--merchant-order-id", "ERP-1", "--channel-txn-id", "x"}} {
+		if r := runPaygw(t, nil, append([]string{"why", "--config", path}, args...)...); r.code != exitUsage || !strings.Contains(r.stderr, "name one order") {
+			t.Errorf("why %v: exit %d, stderr %q; want a usage error", args, r.code, r.stderr)
+		}
+	}
+}
