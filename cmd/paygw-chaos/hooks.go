@@ -72,10 +72,8 @@ func checkHooks(events []hookEvent, paid []string, recs []simulate.SinkRecord) h
 		}
 	}
 	known := make(map[string]bool, len(events))
-	byOrder := map[string][]hookEvent{}
 	for _, e := range events {
 		known[e.id] = true
-		byOrder[e.tradeNo] = append(byOrder[e.tradeNo], e)
 		if _, ok := first[e.id]; !ok {
 			v.missing++
 			v.fail("%s (%s of %s): never received by the sink", e.id, e.typ, e.tradeNo)
@@ -86,6 +84,17 @@ func checkHooks(events []hookEvent, paid []string, recs []simulate.SinkRecord) h
 			v.unknown++
 			v.fail("%s: received by the sink, not in paygw's event table", id)
 		}
+	}
+	v.checkOrder(events, first)
+	return v
+}
+
+// checkOrder is check (c): per order, by seq, each event's first receipt comes after its
+// predecessor's. A pair of which one never arrived is check (b)'s to report.
+func (v *hookVerdict) checkOrder(events []hookEvent, first map[string]int) {
+	byOrder := map[string][]hookEvent{}
+	for _, e := range events {
+		byOrder[e.tradeNo] = append(byOrder[e.tradeNo], e)
 	}
 	for t, evs := range byOrder {
 		sort.Slice(evs, func(i, j int) bool { return evs[i].seq < evs[j].seq })
@@ -99,7 +108,6 @@ func checkHooks(events []hookEvent, paid []string, recs []simulate.SinkRecord) h
 			}
 		}
 	}
-	return v
 }
 
 func idList(ids map[string]bool) string {
