@@ -1,7 +1,8 @@
 // Command paygw-chaos runs three paygw replicas on one MariaDB and one Redis, plays the payment
 // channels against them while it kills and restarts each piece in turn, and checks from the
-// database that no payment was lost, and from the replicas' answers that none was answered
-// APPLIED twice. scripts/chaos.sh starts it.
+// database that no payment was lost, from the replicas' answers that none was answered APPLIED
+// twice, and from what a webhook sink (killed too) recorded that the merchant saw every event, in
+// each order's order, and each payment as one order.paid. scripts/chaos.sh starts it.
 package main
 
 import (
