@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -48,14 +49,8 @@ func (s *sinkProc) url() string { return "http://" + s.addr }
 
 // webhooksYAML is the replicas' webhooks: block, one endpoint: the sink.
 func (s *sinkProc) webhooksYAML() string {
-	b := "webhooks:\n  retry_schedule: ["
-	for i, d := range sinkRetrySchedule {
-		if i > 0 {
-			b += ", "
-		}
-		b += d
-	}
-	return b + fmt.Sprintf("]\n  endpoints:\n    - name: %s\n      url: %q\n      secret: %q\n", sinkEndpoint, s.url()+"/paygw", s.secret)
+	return fmt.Sprintf("webhooks:\n  retry_schedule: [%s]\n  endpoints:\n    - name: %s\n      url: %q\n      secret: %q\n",
+		strings.Join(sinkRetrySchedule, ", "), sinkEndpoint, s.url()+"/paygw", s.secret)
 }
 
 // start runs the sink and waits (at most 10 s) for GET /stats.

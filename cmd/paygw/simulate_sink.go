@@ -46,12 +46,12 @@ start again at zero with each process. Deliveries failed on purpose are not reco
 			opt.Log = a.stdout
 		}
 		if *record != "" {
-			f, err := simulate.OpenSinkRecord(*record)
+			rf, err := simulate.OpenSinkRecord(*record)
 			if err != nil {
 				return fmt.Errorf("simulate webhook-sink: --record: %w", err)
 			}
-			defer f.Close() // every line is written before its answer; nothing is buffered
-			opt.Record = f
+			defer rf.Close() // every line is written before its answer; nothing is buffered
+			opt.Record = rf
 		}
 		sink, err := simulate.NewSink(opt)
 		if err != nil {
