@@ -158,15 +158,21 @@ type sender struct {
 	watch   atomic.Pointer[cutWatch]
 }
 
+// send posts one notification once a slot of sem is free (see post).
 func (s *sender) send(ctx context.Context, st *stats, replica int, channel string, body io.Reader, size int, header http.Header) delivery {
-	d := delivery{replica: replica}
 	select {
 	case s.sem <- struct{}{}:
 	case <-ctx.Done():
-		d.start, d.end, d.err = time.Now(), time.Now(), ctx.Err()
-		return d
+		return delivery{replica: replica, start: time.Now(), end: time.Now(), err: ctx.Err()}
 	}
 	defer func() { <-s.sem }()
+	return s.post(ctx, st, replica, channel, body, size, header)
+}
+
+// post posts one notification at once, bypassing sem: the sigterm phase's slow bodies must be in
+// flight at the signal, not queued behind thousands of the load's senders on a slow machine.
+func (s *sender) post(ctx context.Context, st *stats, replica int, channel string, body io.Reader, size int, header http.Header) delivery {
+	d := delivery{replica: replica}
 	d.start = time.Now()
 	var wrote atomic.Int64
 	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(time.Now().UnixNano()) }}

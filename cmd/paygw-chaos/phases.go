@@ -360,7 +360,7 @@ func (c *chaos) sigterm(ctx context.Context) (*figures, error) {
 				}
 				// About 1.2 s of body, begun 300 ms before the SIGTERM.
 				body := &slowBody{b: m.Body, chunk: len(m.Body)/12 + 1, pause: 100 * time.Millisecond}
-				d := c.sender.send(ctx, f.st, 0, o.Channel, body, len(m.Body), m.Header)
+				d := c.sender.post(ctx, f.st, 0, o.Channel, body, len(m.Body), m.Header)
 				mu.Lock()
 				if d.kind() == "success" {
 					slowOK++
