@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Faults with nothing lost: 3 paygw replicas on their own MariaDB and Redis (loopback only),
 # channel-like senders, and in turn a duplicate storm, Redis SIGKILL, replica SIGKILLs,
-# a MariaDB restart and a replica SIGTERM; then invariants checked from the database.
+# a MariaDB restart and a replica SIGTERM, while the replicas deliver webhooks to a
+# `paygw simulate webhook-sink --fail-rate 0.3` SIGKILLed in every phase; then invariants checked
+# from the database, and the webhooks from what the sink recorded (docs/reliability.md).
 #
 #   scripts/chaos.sh           full run (10k orders per fault; figures into docs/reliability.md)
 #   scripts/chaos.sh --short   the CI version (1k orders, each fault once; inside make test)

@@ -27,6 +27,10 @@ type SinkOptions struct {
 	FailRate float64       // the fraction of verified deliveries answered 500 (and not counted as seen)
 	Slow     time.Duration // how long each delivery waits before its answer
 	Log      io.Writer     // one line per delivery; nil for none
+	// Record, when not nil, gets one JSON line (SinkRecord) per delivery answered 2xx, written
+	// before the answer: OpenSinkRecord's file keeps what was acknowledged across a SIGKILL. A
+	// delivery whose line cannot be written is answered 500 instead.
+	Record io.Writer
 
 	Now  func() time.Time // the clock Verify checks timestamps against; nil for time.Now
 	Rand func() float64   // the draw FailRate compares with; nil for math/rand/v2
@@ -139,7 +143,7 @@ func (s *Sink) receive(w http.ResponseWriter, r *http.Request) {
 			status = http.StatusInternalServerError
 		}
 	}
-	s.count(status, e)
+	status = s.count(status, e)
 	if s.opt.Log != nil {
 		fmt.Fprintf(s.opt.Log, "%d %s %s %s\n", status, r.Header.Get(webhook.HeaderID), e.Type, e.Data.TradeNo)
 	}
@@ -161,10 +165,17 @@ func (s *Sink) check(body []byte, readErr error, h http.Header) (int, sinkEvent)
 	return 0, e
 }
 
-// count records one answered delivery.
-func (s *Sink) count(status int, e sinkEvent) {
+// count records one answered delivery and returns the status to answer: a 204 whose record line
+// cannot be written becomes a 500, so that the sender tries again.
+func (s *Sink) count(status int, e sinkEvent) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if status == http.StatusNoContent && s.opt.Record != nil {
+		rec := SinkRecord{WebhookID: e.ID, Type: e.Type, TradeNo: e.Data.TradeNo, Timestamp: e.Timestamp, At: s.opt.Now()}
+		if appendRecord(s.opt.Record, rec) != nil {
+			status = http.StatusInternalServerError
+		}
+	}
 	c := &s.counts
 	c.Requests++
 	switch status {
@@ -180,6 +191,7 @@ func (s *Sink) count(status int, e sinkEvent) {
 		c.Accepted++
 		s.accept(e)
 	}
+	return status
 }
 
 // accept counts an event answered 2xx; s.mu is held.

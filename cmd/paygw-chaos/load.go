@@ -19,11 +19,13 @@ import (
 	"github.com/paygw/paygw/simulate"
 )
 
-// order is one seeded WAIT_PAY order and the channel that will pay it.
+// order is one seeded WAIT_PAY order and the channel that will pay it. Refund k > 0 makes it
+// the order's k-th refund instead of its payment (refundPart each).
 type order struct {
 	TradeNo   string
 	AmountFen int64
 	Channel   string
+	Refund    int
 }
 
 // stats are one phase's figures as the senders saw them.
@@ -156,15 +158,21 @@ type sender struct {
 	watch   atomic.Pointer[cutWatch]
 }
 
+// send posts one notification once a slot of sem is free (see post).
 func (s *sender) send(ctx context.Context, st *stats, replica int, channel string, body io.Reader, size int, header http.Header) delivery {
-	d := delivery{replica: replica}
 	select {
 	case s.sem <- struct{}{}:
 	case <-ctx.Done():
-		d.start, d.end, d.err = time.Now(), time.Now(), ctx.Err()
-		return d
+		return delivery{replica: replica, start: time.Now(), end: time.Now(), err: ctx.Err()}
 	}
 	defer func() { <-s.sem }()
+	return s.post(ctx, st, replica, channel, body, size, header)
+}
+
+// post posts one notification at once, bypassing sem: the sigterm phase's slow bodies must be in
+// flight at the signal, not queued behind thousands of the load's senders on a slow machine.
+func (s *sender) post(ctx context.Context, st *stats, replica int, channel string, body io.Reader, size int, header http.Header) delivery {
+	d := delivery{replica: replica}
 	d.start = time.Now()
 	var wrote atomic.Int64
 	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(time.Now().UnixNano()) }}
@@ -232,8 +240,18 @@ func (s *sender) chain(ctx context.Context, st *stats, o order, first simulate.M
 }
 
 func payment(o order) simulate.Payment {
-	return simulate.Payment{TradeNo: o.TradeNo, AmountFen: o.AmountFen, Status: simulate.StatusPaid, Time: time.Now()}
+	p := simulate.Payment{TradeNo: o.TradeNo, AmountFen: o.AmountFen, Status: simulate.StatusPaid, Time: time.Now()}
+	if o.Refund > 0 {
+		part := refundPart(o.AmountFen)
+		p.Status, p.RefundFen, p.RefundTotalFen = simulate.StatusRefund, part, int64(o.Refund)*part
+		p.RefundID = fmt.Sprintf("RF%s-%d", o.TradeNo, o.Refund)
+	}
+	return p
 }
+
+// refundPart is each partial refund of an order: a quarter of its amount (seed's amounts are at
+// least 100 fen), so that two leave it PAID.
+func refundPart(amountFen int64) int64 { return amountFen / 4 }
 
 // load sends every order's notification as dups concurrent senders, releasing orders at rate
 // per second (0: as fast as maxActive allows), and returns when every sender has finished.

@@ -1,7 +1,8 @@
 // Command paygw-chaos runs three paygw replicas on one MariaDB and one Redis, plays the payment
 // channels against them while it kills and restarts each piece in turn, and checks from the
-// database that no payment was lost, and from the replicas' answers that none was answered
-// APPLIED twice. scripts/chaos.sh starts it.
+// database that no payment was lost, from the replicas' answers that none was answered APPLIED
+// twice, and from what a webhook sink (killed too) recorded that the merchant saw every event, in
+// each order's order, and each payment as one order.paid. scripts/chaos.sh starts it.
 package main
 
 import (
@@ -151,7 +152,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		c.logf("phase %s", p.name)
 		before := c.counters.sample(ctx, c)
 		pctx, cancel := context.WithTimeout(ctx, o.phaseLimit)
+		// The merchant's sink goes down too, halfway through the phase's load.
+		stopKill := c.sink.killDuring(pctx, o.loadFor/2)
 		f, err := p.fn(pctx)
+		if kerr := stopKill(); err == nil && kerr != nil {
+			err = fmt.Errorf("webhook sink: %w", kerr)
+		}
 		cancel()
 		if err != nil {
 			return fmt.Errorf("phase %s: %w", p.name, err)
@@ -166,6 +172,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		all = append(all, f)
 		c.logf("phase %s: %d requests, %d problem(s), took %s", p.name, f.st.requests.Load(), len(f.problems), f.took.Round(time.Millisecond))
 	}
+	// Webhooks: once paygw owes the sink nothing, what the sink recorded must hold.
+	c.logf("webhooks: waiting for the deliveries to drain")
+	hooks, err := c.settleHooks(ctx, 90*time.Second)
+	if err != nil {
+		return fmt.Errorf("webhooks: %w", err)
+	}
+	c.logf("webhooks: drained in %s; %d events, %d received, %d problem(s)", hooks.drain.Round(time.Millisecond), hooks.v.events, hooks.v.received, len(hooks.problems))
+
 	// The end: every replica still stops cleanly, and the whole database holds.
 	final := &figures{name: "end", st: newStats()}
 	for _, r := range c.replicas {
@@ -204,7 +218,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	final.problems = append(final.problems, c.agree(ctx)...)
 
-	rep := report(o, all, final, time.Since(start))
+	rep := report(o, all, hooks, final, time.Since(start))
 	fmt.Fprint(stdout, rep)
 	if o.doc != "" {
 		if err := writeDoc(o, o.doc, rep); err != nil {
@@ -212,7 +226,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		c.logf("figures written to %s", o.doc)
 	}
-	n := len(final.problems)
+	n := len(final.problems) + len(hooks.problems)
 	for _, f := range all {
 		n += len(f.problems)
 	}
@@ -239,6 +253,7 @@ type chaos struct {
 	token    string
 	timeout  time.Duration // idempotency.db_timeout_clean_seconds
 	sender   *sender
+	sink     *sinkProc // the merchant's webhook receiver
 }
 
 func (c *chaos) logf(format string, args ...any) {
@@ -274,7 +289,12 @@ func setUp(ctx context.Context, o options, logw io.Writer) (*chaos, error) {
 		return c, err
 	}
 
-	// Three replicas' configs: same database (replica i on Galera node i+1), same Redis, own ports.
+	if err := c.startSink(ctx); err != nil {
+		return c, err
+	}
+
+	// Three replicas' configs: same database (replica i on Galera node i+1), same Redis, own ports,
+	// one webhook endpoint: the sink.
 	c.token = "chaos-" + randomHex(16)
 	for i := range 3 {
 		addr, err := freeAddr()
@@ -305,7 +325,8 @@ auth:
   api_tokens:
     - name: chaos
       token: %q
-%s`, addr, admin, dsns[i%len(dsns)], redisYAML, o.guardTTL, int(c.timeout/time.Second), c.token, channelsYAML)
+%s
+%s`, addr, admin, dsns[i%len(dsns)], redisYAML, o.guardTTL, int(c.timeout/time.Second), c.token, c.sink.webhooksYAML(), channelsYAML)
 		if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil { // #nosec G703 -- a file of the operator's --work directory
 			return c, err
 		}
@@ -356,6 +377,9 @@ func (c *chaos) logPaths() []string {
 func (c *chaos) tearDown() {
 	for _, r := range c.replicas {
 		r.stop()
+	}
+	if c.sink != nil {
+		c.sink.stop()
 	}
 	for _, db := range c.nodes {
 		_ = db.Close() // best-effort teardown

@@ -178,7 +178,8 @@ func waitSpan(ctx context.Context, rd *readiness, t time.Time, bad, good string)
 	return red, green
 }
 
-// replicaKill: a replica SIGKILLed every 2 s (round robin) and restarted at once.
+// replicaKill: a replica SIGKILLed every 2 s (round robin) and restarted at once; a tenth as
+// many orders again are paid and refunded twice meanwhile (refundsDuring).
 func (c *chaos) replicaKill(ctx context.Context) (*figures, error) {
 	f, err := c.newFigures(ctx, "replica-kill", "CXRK", c.o.orders, 2, "a replica SIGKILLed every 2 s, restarted at once")
 	if err != nil {
@@ -188,6 +189,8 @@ func (c *chaos) replicaKill(ctx context.Context) (*figures, error) {
 	err = c.withLoad(ctx, f, func(done <-chan struct{}) error {
 		wait := c.createsDuring(ctx, f, "kill")
 		defer wait()
+		refunds := c.refundsDuring(ctx, f, max(10, c.o.orders/10))
+		defer refunds()
 		k, err = c.killReplicas(ctx, done, time.Second, 2*time.Second, time.Now().Add(c.o.loadFor+time.Second))
 		return err
 	})
@@ -357,7 +360,7 @@ func (c *chaos) sigterm(ctx context.Context) (*figures, error) {
 				}
 				// About 1.2 s of body, begun 300 ms before the SIGTERM.
 				body := &slowBody{b: m.Body, chunk: len(m.Body)/12 + 1, pause: 100 * time.Millisecond}
-				d := c.sender.send(ctx, f.st, 0, o.Channel, body, len(m.Body), m.Header)
+				d := c.sender.post(ctx, f.st, 0, o.Channel, body, len(m.Body), m.Header)
 				mu.Lock()
 				if d.kind() == "success" {
 					slowOK++

@@ -21,7 +21,7 @@ func docMarkers(o options) (begin, end string) {
 }
 
 // report renders the figures as markdown: one table row per fault, then the details.
-func report(o options, all []*figures, final *figures, took time.Duration) string {
+func report(o options, all []*figures, hooks *hookFigures, final *figures, took time.Duration) string {
 	var b strings.Builder
 	mode := "full"
 	if o.short {
@@ -84,6 +84,7 @@ func report(o options, all []*figures, final *figures, took time.Duration) strin
 			fmt.Fprintf(&b, "  - FAILED: %s\n", p)
 		}
 	}
+	hooks.write(&b)
 	where := "the whole database holds"
 	if o.cluster {
 		where = "every Galera node holds the same rows (CHECKSUM TABLE of the business tables), and each holds"
@@ -119,4 +120,21 @@ func writeDoc(o options, path, rep string) error {
 		s += "\n" + block + "\n"
 	}
 	return os.WriteFile(path, []byte(s), 0o644) // #nosec G306 G703 -- the operator's --doc, a repository document meant to be readable
+}
+
+// write renders the webhook side: one line of figures, then what failed.
+func (h *hookFigures) write(b *strings.Builder) {
+	v := h.v
+	drain := ms(h.drain)
+	if !h.drained {
+		drain = "not drained after " + drain
+	}
+	fmt.Fprintf(b, "- **webhooks** (a real `paygw simulate webhook-sink --fail-rate %s`, SIGKILLed and restarted on its port %d times, once per phase; retry schedule %s): "+
+		"%d events; %d POSTs recorded by paygw, %d deliveries answered 2xx and recorded by the sink, %d distinct event ids, %d duplicates received, %d deliveries failed (schedule spent); "+
+		"time to drain after the faults %s. From the sink's record: %d PAID orders without exactly one distinct `order.paid` id, %d events never received, %d received before an earlier event of their order, %d ids not in the event table.\n",
+		sinkFailRate, h.kills, strings.Join(sinkRetrySchedule, " "), v.events, h.attempted, v.received, v.distinct, v.duplicates, h.failed, drain,
+		v.paidTwice, v.missing, v.outOfOrder, v.unknown)
+	for _, p := range h.problems {
+		fmt.Fprintf(b, "  - FAILED: %s\n", p)
+	}
 }

@@ -23,6 +23,7 @@ const simulateLong = `Play a payment channel against a running gateway.
                         [--schedule [--speedup F]] [--target URL] [--keys DIR]
   paygw simulate serve  --keys DIR [--addr 127.0.0.1:8090] [--state FILE] [--notify URL]
   paygw simulate webhook-sink --secret whsec_... [--addr 127.0.0.1:8099] [--fail-rate 0.3] [--slow 2s]
+                              [--record FILE]
 
 keys writes sandbox key material for every channel into DIR, plus DIR/channels.yaml: the
 channels: block that makes a gateway trust it. notify signs real-format notifications with those
@@ -38,7 +39,7 @@ signs, about the trades added with POST /_sim/trades {"channel","trade_no","amou
 each unless "drop_notify":true. --state keeps the trades in FILE across restarts.
 webhook-sink plays the merchant's side of paygw's webhooks: it verifies each delivery (Standard
 Webhooks), answers 204, or 500 for the --fail-rate fraction, after --slow, and counts what it
-accepted at GET /stats.
+accepted at GET /stats; --record FILE also appends each accepted delivery to FILE before answering.
 `
 
 func (a *app) simulateCmd() *cobra.Command {

@@ -23,7 +23,11 @@ as the Standard Webhooks specification says (webhook/) with --secret (repeat it 
 set ` + sinkSecretEnv + `), then answered 204, or 500 for the --fail-rate fraction, after --slow.
 GET /stats answers the counts as JSON: requests, refused (401), malformed (400), failed (500),
 accepted, distinct event ids, duplicates, ids per type, orders paid by two event ids, events that
-arrived before an earlier event of their order; /stats?orders=1 adds each order's events.`,
+arrived before an earlier event of their order; /stats?orders=1 adds each order's events.
+--record FILE appends one JSON line per delivery answered 2xx (webhook_id, type, trade_no, the
+event's timestamp, the time received), written before the answer goes out, so FILE keeps what
+the sink acknowledged across a SIGKILL and a restart with the same FILE; the counts of /stats
+start again at zero with each process. Deliveries failed on purpose are not recorded.`,
 		Args: cobra.NoArgs,
 	}, exitFailed)
 	f := c.Flags()
@@ -33,12 +37,21 @@ arrived before an earlier event of their order; /stats?orders=1 adds each order'
 	f.Float64Var(&opt.FailRate, "fail-rate", 0, "the fraction of verified deliveries answered 500, from 0 to 1")
 	f.DurationVar(&opt.Slow, "slow", 0, "wait this long before each answer")
 	quiet := f.Bool("quiet", false, "print no line per delivery")
+	record := f.String("record", "", "append one JSON line per delivery answered 2xx to this file, before answering")
 	c.RunE = func(cmd *cobra.Command, _ []string) error {
 		if len(opt.Secrets) == 0 && os.Getenv(sinkSecretEnv) != "" {
 			opt.Secrets = []string{os.Getenv(sinkSecretEnv)}
 		}
 		if !*quiet {
 			opt.Log = a.stdout
+		}
+		if *record != "" {
+			rf, err := simulate.OpenSinkRecord(*record)
+			if err != nil {
+				return fmt.Errorf("simulate webhook-sink: --record: %w", err)
+			}
+			defer rf.Close() // every line is written before its answer; nothing is buffered
+			opt.Record = rf
 		}
 		sink, err := simulate.NewSink(opt)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -135,5 +136,48 @@ func TestSimulateWebhookSink(t *testing.T) {
 	}
 	if strings.Contains(failing.out.String(), "evt_f") {
 		t.Fatalf("--quiet printed a delivery:\n%s", failing.out)
+	}
+}
+
+// TestSimulateWebhookSinkRecord: what the sink answered 2xx is in --record FILE even after a
+// SIGKILL, and a sink started again with the same file appends to it; a delivery failed on
+// purpose is not there.
+func TestSimulateWebhookSinkRecord(t *testing.T) {
+	secret := testenv.WebhookSecret(t)
+	key := webhook.MustParseSecret(secret)
+	record := filepath.Join(t.TempDir(), "record.jsonl")
+	env := []string{"PAYGW_SINK_SECRET=" + secret}
+	first := startSink(t, env, "--record", record, "--quiet")
+	for _, id := range []string{"evt_a", "evt_b"} {
+		if got := first.deliver(t, id, "order.paid", "T-"+id, key); got != 204 {
+			t.Fatalf("%s: %d, want 204\n%s", id, got, first.out)
+		}
+	}
+	if err := first.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-first.done
+	failing := startSink(t, env, "--record", record, "--quiet", "--fail-rate", "1")
+	if got := failing.deliver(t, "evt_c", "order.paid", "T-evt_c", key); got != 500 {
+		t.Fatalf("--fail-rate 1: %d, want 500", got)
+	}
+	again := startSink(t, env, "--record", record, "--quiet")
+	if got := again.deliver(t, "evt_a", "order.paid", "T-evt_a", key); got != 204 {
+		t.Fatalf("evt_a again: %d, want 204", got)
+	}
+	b, err := os.ReadFile(record) // #nosec G304 -- the test's own temporary file
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := simulate.ReadSinkRecords(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, r := range recs {
+		ids = append(ids, r.WebhookID)
+	}
+	if strings.Join(ids, " ") != "evt_a evt_b evt_a" {
+		t.Fatalf("recorded %v, want evt_a evt_b evt_a:\n%s", ids, b)
 	}
 }
