@@ -148,6 +148,14 @@ func (a *Applier) Apply(ctx context.Context, ev payment.Event) (payment.Outcome,
 // transact applies ev in MySQL: a first-time payment in a group when others are in flight
 // (group.go), anything else, and whatever a group leaves, in a transaction of its own.
 func (a *Applier) transact(ctx context.Context, ev payment.Event) (payment.Outcome, int64, error) {
+	// A refund must find a payment another Galera node committed before it came, and a payment
+	// a refund another node kept pending for it: each would miss the other's write set not yet
+	// applied here, and the refund would stay pending for good (make chaos-cluster found it).
+	if ev.Kind == payment.KindPaid || ev.Kind == payment.KindRefund {
+		if err := a.db.SyncWait(ctx); err != nil {
+			return "", 0, err
+		}
+	}
 	if a.group != nil && groupable(ev) {
 		if r := a.group.apply(ctx, ev); !r.alone {
 			return r.outcome, r.recordID, r.err

@@ -200,3 +200,37 @@ func TestGaleraLeaseOneHolder(t *testing.T) {
 		t.Errorf("the lease was taken in only %d of %d rounds", won, rounds)
 	}
 }
+
+// TestGaleraRefundRightAfterPayment applies a payment on node 1 and, the moment it has
+// committed, its refund on node 2, round after round. Node 2 may not have applied node 1's write
+// set yet: a plain read there finds no paid order and keeps the refund pending for a payment
+// that has already applied, which nothing counts again (found by make chaos-cluster). The
+// refund's lookup is a causal read: every refund applies, every order ends refunded.
+func TestGaleraRefundRightAfterPayment(t *testing.T) {
+	dsns := testenv.GaleraDatabase(t)
+	ctx := context.Background()
+	payer := apply.New(testenv.Open(t, dsns[0]), testenv.DeadGuard(t), 5*time.Second, testenv.Logger(t))
+	refunder := apply.New(testenv.Open(t, dsns[1]), testenv.DeadGuard(t), 5*time.Second, testenv.Logger(t))
+	seed := testenv.Open(t, dsns[0])
+	const rounds = 60
+	for i := range rounds {
+		tradeNo := "R" + testenv.Random(8)
+		err := seed.InTx(ctx, func(tx *repository.Tx) error {
+			return tx.InsertOrder(ctx, payment.Order{TradeNo: tradeNo, UserID: 1, SKU: "S", Num: 1, AmountFen: 100, Currency: "CNY",
+				CreateTime: time.Now().UTC().Truncate(time.Millisecond)}, "", "", "")
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		txn := "rt-" + tradeNo
+		if out, err := payer.Apply(ctx, paid(tradeNo, txn, 100)); err != nil || out != payment.OutcomeApplied {
+			t.Fatalf("round %d: payment %s, %v", i, out, err)
+		}
+		if out, err := refunder.Apply(ctx, refunded(tradeNo, txn, "rf-"+tradeNo, 40, false)); err != nil || out != payment.OutcomeRefunded {
+			t.Fatalf("round %d: the refund on the other node right after the payment: %s, %v; want REFUNDED", i, out, err)
+		}
+	}
+	if n := testenv.Count(t, dsns[2], "SET STATEMENT wsrep_sync_wait=1 FOR SELECT COUNT(*) FROM orders WHERE refunded_fen = 40"); n != rounds {
+		t.Fatalf("%d orders refunded 40, want %d", n, rounds)
+	}
+}
