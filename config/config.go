@@ -3,6 +3,8 @@
 package config
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +22,8 @@ import (
 	"github.com/knadh/koanf/providers/confmap"
 	"github.com/knadh/koanf/providers/file"
 	"github.com/knadh/koanf/v2"
+
+	"github.com/paygw/paygw/access"
 	"github.com/paygw/paygw/internal/batch"
 )
 
@@ -173,10 +177,18 @@ type Auth struct {
 	APITokens []APIToken `koanf:"api_tokens"`
 }
 
-// APIToken is one /v1 client. Name scopes its idempotency keys.
+// APIToken is one /v1 client. Name scopes its idempotency keys. Exactly one of Token,
+// TokenSHA256 (the lower-case hex SHA-256 of the token) and TokenFile (a file holding the token,
+// a trailing newline ignored) says what the client sends. Roles say what it may do; none at all
+// is admin, for the configurations written before roles.
 type APIToken struct {
-	Name  string `koanf:"name"`
-	Token string `koanf:"token"`
+	Name        string   `koanf:"name"`
+	Token       string   `koanf:"token"`
+	TokenSHA256 string   `koanf:"token_sha256"`
+	TokenFile   string   `koanf:"token_file"`
+	Roles       []string `koanf:"roles"`
+
+	fromFile string // TokenFile's token, read by Validate
 }
 
 type Channels struct {
@@ -363,6 +375,7 @@ func envProvider(environ []string) koanf.Provider {
 var (
 	headerName = regexp.MustCompile(`^[A-Za-z0-9-]{1,64}$`)
 	tokenName  = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
+	sha256Hex  = regexp.MustCompile(`^[0-9a-f]{64}$`)
 )
 
 // Validate checks every value and names the key of the first one that is wrong.
@@ -443,25 +456,124 @@ func (c *Config) Validate() error {
 	return oneLine(errs)
 }
 
-// validateAuth: every API client has a name and a token of its own.
+// validateAuth: every API client has a name, one token of its own, and known roles.
 func (c *Config) validateAuth(bad func(key, format string, args ...any)) {
-	names, tokens := map[string]bool{}, map[string]bool{}
-	for i, t := range c.Auth.APITokens {
+	names, digests := map[string]bool{}, map[[sha256.Size]byte]bool{}
+	for i := range c.Auth.APITokens {
+		t := &c.Auth.APITokens[i]
 		key := fmt.Sprintf("auth.api_tokens[%d]", i)
 		if !tokenName.MatchString(t.Name) {
 			bad(key+".name", "must be 1-32 characters of [a-z0-9_-], got %q", t.Name)
 		}
-		if len(t.Token) < 16 {
-			bad(key+".token", "must be at least 16 characters")
-		}
 		if names[t.Name] {
 			bad(key+".name", "%q is used twice", t.Name)
 		}
-		if tokens[t.Token] {
-			bad(key+".token", "is the same as another client's")
+		names[t.Name] = true
+		if !t.validSecret(key, bad) {
+			continue
 		}
-		names[t.Name], tokens[t.Token] = true, true
+		if d := t.Digest(); digests[d] {
+			bad(key+"."+t.secretKey(), "is the same as another client's")
+		} else {
+			digests[d] = true
+		}
+		for j, r := range t.Roles {
+			if !access.Valid(r) {
+				bad(fmt.Sprintf("%s.roles[%d]", key, j), "unknown role %q (one of %s)", r, roleList())
+			}
+		}
 	}
+}
+
+// validSecret checks that exactly one of token, token_sha256 and token_file is set, and well;
+// it reads token_file. Nothing it says holds the secret.
+func (t *APIToken) validSecret(key string, bad func(key, format string, args ...any)) bool {
+	set := 0
+	for _, v := range []string{t.Token, t.TokenSHA256, t.TokenFile} {
+		if v != "" {
+			set++
+		}
+	}
+	if set != 1 {
+		bad(key, "must set exactly one of token, token_sha256 and token_file, got %d", set)
+		return false
+	}
+	switch {
+	case t.Token != "" && len(t.Token) < 16:
+		bad(key+".token", "must be at least 16 characters")
+	case t.TokenSHA256 != "" && !sha256Hex.MatchString(t.TokenSHA256):
+		bad(key+".token_sha256", "must be 64 lower-case hex digits (the SHA-256 of the token)")
+	case t.TokenFile != "":
+		return t.readTokenFile(key, bad)
+	default:
+		return true
+	}
+	return false
+}
+
+// secretKey names the key the client's token is given by.
+func (t *APIToken) secretKey() string {
+	switch {
+	case t.TokenSHA256 != "":
+		return "token_sha256"
+	case t.TokenFile != "":
+		return "token_file"
+	}
+	return "token"
+}
+
+// readTokenFile reads the token from TokenFile, a trailing newline ignored.
+func (t *APIToken) readTokenFile(key string, bad func(key, format string, args ...any)) bool {
+	b, err := os.ReadFile(t.TokenFile) // #nosec G304 -- the operator names the file
+	if err != nil {
+		bad(key+".token_file", "cannot be read: %v", errors.Unwrap(err))
+		return false
+	}
+	tok := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+	if len(tok) < 16 || strings.ContainsAny(tok, "\r\n") {
+		bad(key+".token_file", "must hold one token of at least 16 characters on one line")
+		return false
+	}
+	t.fromFile = tok
+	return true
+}
+
+// Digest is the SHA-256 of the client's token, whichever way it was given. Call it after
+// Validate.
+func (t APIToken) Digest() [sha256.Size]byte {
+	var d [sha256.Size]byte
+	switch {
+	case t.TokenSHA256 != "":
+		_, _ = hex.Decode(d[:], []byte(t.TokenSHA256)) // validated
+	case t.TokenFile != "":
+		d = sha256.Sum256([]byte(t.fromFile))
+	default:
+		d = sha256.Sum256([]byte(t.Token))
+	}
+	return d
+}
+
+// RoleList is the client's roles; admin when none is configured (see Legacy).
+func (t APIToken) RoleList() []access.Role {
+	if t.Legacy() {
+		return []access.Role{access.Admin}
+	}
+	out := make([]access.Role, len(t.Roles))
+	for i, r := range t.Roles {
+		out[i] = access.Role(r)
+	}
+	return out
+}
+
+// Legacy reports a client configured without roles: it keeps working as admin, and serve warns.
+func (t APIToken) Legacy() bool { return len(t.Roles) == 0 }
+
+func roleList() string {
+	s := make([]string, len(access.Roles))
+	for i, r := range access.Roles {
+		s[i] = string(r)
+	}
+	return strings.Join(s, ", ")
 }
 
 func (c *Config) validateChannels(bad func(key, format string, args ...any)) {
@@ -617,7 +729,13 @@ func (c *Config) Masked() string {
 	}
 	m.Auth.APITokens = make([]APIToken, len(c.Auth.APITokens))
 	for i, t := range c.Auth.APITokens {
-		m.Auth.APITokens[i] = APIToken{Name: t.Name, Token: "***"}
+		m.Auth.APITokens[i] = APIToken{Name: t.Name, TokenFile: t.TokenFile, Roles: t.Roles}
+		if t.Token != "" {
+			m.Auth.APITokens[i].Token = "***"
+		}
+		if t.TokenSHA256 != "" {
+			m.Auth.APITokens[i].TokenSHA256 = "***"
+		}
 	}
 	if m.Channels.WeChatPay.APIv3Key != "" {
 		m.Channels.WeChatPay.APIv3Key = "***"
@@ -648,6 +766,9 @@ func byKey(v reflect.Value) any {
 	case v.Kind() == reflect.Struct:
 		out := map[string]any{}
 		for i := 0; i < v.NumField(); i++ {
+			if !v.Type().Field(i).IsExported() {
+				continue // what was read from a file (a token): never printed
+			}
 			out[v.Type().Field(i).Tag.Get("koanf")] = byKey(v.Field(i))
 		}
 		return out

@@ -1,12 +1,17 @@
 package config
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/paygw/paygw/access"
 )
 
 // writeConfig puts body into a fresh YAML file for this test and returns its path.
@@ -435,6 +440,33 @@ auth:
 			want: []string{"auth.api_tokens[1].token"},
 			hide: []string{"0123456789abcdef"},
 		},
+		"token and token_sha256 both": {
+			yaml: "auth: {api_tokens: [{name: shop, token: " + secret + "Long, token_sha256: " + strings.Repeat("ab", 32) + "}]}\n",
+			want: []string{"auth.api_tokens[0]", "exactly one of token, token_sha256 and token_file", "got 2"},
+			hide: []string{secret},
+		},
+		"no token at all": {
+			yaml: "auth: {api_tokens: [{name: shop, roles: [viewer]}]}\n",
+			want: []string{"auth.api_tokens[0]", "exactly one", "got 0"},
+		},
+		"token_sha256 not lower-case hex": {
+			yaml: "auth: {api_tokens: [{name: shop, token_sha256: " + strings.Repeat("AB", 32) + "}]}\n",
+			want: []string{"auth.api_tokens[0].token_sha256", "64 lower-case hex"},
+		},
+		"token_file missing": {
+			yaml: "auth: {api_tokens: [{name: shop, token_file: /nonexistent/paygw-token}]}\n",
+			want: []string{"auth.api_tokens[0].token_file", "cannot be read"},
+		},
+		"unknown role": {
+			yaml: "auth: {api_tokens: [{name: shop, token: " + secret + "Long, roles: [viewer, superuser]}]}\n",
+			want: []string{"auth.api_tokens[0].roles[1]", `unknown role "superuser"`, "order_service, viewer, operator, finance, admin"},
+			hide: []string{secret},
+		},
+		"same token as a digest and in clear": {
+			yaml: "auth: {api_tokens: [{name: a, token: 0123456789abcdef}, {name: b, token_sha256: " + sha256Of("0123456789abcdef") + "}]}\n",
+			want: []string{"auth.api_tokens[1].token_sha256", "another client's"},
+			hide: []string{"0123456789abcdef"},
+		},
 		"alipay enabled without key": {
 			yaml: `channels: {alipay: {enabled: true, app_id: "2021"}}` + "\n",
 			want: []string{"channels.alipay.alipay_public_key_file", "channels.alipay.alipay_public_key"},
@@ -603,5 +635,53 @@ func TestBillAtClock(t *testing.T) {
 		if ok != (want[2] == 1) || ok && (h != want[0] || m != want[1]) {
 			t.Errorf("%q: %d:%d %v, want %v", in, h, m, ok, want)
 		}
+	}
+}
+
+func sha256Of(s string) string {
+	d := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(d[:])
+}
+
+// TestTokenForms: a token given in clear, by its SHA-256 and in a file (trailing newline and all)
+// has the digest of the token itself; roles are read, and a client without roles is admin.
+func TestTokenForms(t *testing.T) {
+	const clear, hashed, filed = "clear-token-0123456789", "hashed-token-0123456789", "filed-token-0123456789"
+	file := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(file, []byte(filed+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := writeConfig(t, `
+auth:
+  api_tokens:
+    - {name: legacy, token: `+clear+`}
+    - {name: fin, token_sha256: `+sha256Of(hashed)+`, roles: [finance, operator]}
+    - {name: shop, token_file: `+file+`, roles: [order_service]}
+`)
+	c, err := Load(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		token string
+		roles []access.Role
+	}{{clear, []access.Role{access.Admin}}, {hashed, []access.Role{access.Finance, access.Operator}}, {filed, []access.Role{access.OrderService}}}
+	for i, tc := range tests {
+		got := c.Auth.APITokens[i]
+		if got.Digest() != sha256.Sum256([]byte(tc.token)) {
+			t.Errorf("%s: digest is not the token's", got.Name)
+		}
+		if !slices.Equal(got.RoleList(), tc.roles) || got.Legacy() != (i == 0) {
+			t.Errorf("%s: roles %v (legacy %v), want %v", got.Name, got.RoleList(), got.Legacy(), tc.roles)
+		}
+	}
+	out := c.Masked()
+	for _, s := range []string{clear, sha256Of(hashed), filed} {
+		if strings.Contains(out, s) {
+			t.Errorf("Masked() reveals %q: %s", s, out)
+		}
+	}
+	if !strings.Contains(out, file) || !strings.Contains(out, "order_service") {
+		t.Errorf("Masked() lacks the token file or the roles: %s", out)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/paygw/paygw/access"
 	"github.com/paygw/paygw/apply"
 	"github.com/paygw/paygw/channels"
 	"github.com/paygw/paygw/explain"
@@ -49,7 +50,7 @@ func (s *Server) putStock(c echo.Context) error {
 		return fmt.Errorf("%w: currency must be an ISO 4217 code in upper case (default CNY)", errBadStock)
 	}
 	st := payment.Stock{SKU: sku, Num: *in.Num, PriceFen: *in.PriceFen, Currency: in.Currency}
-	if err := s.db.PutStock(c.Request().Context(), st); err != nil {
+	if err := s.db.PutStockAudited(c.Request().Context(), st, s.entry(c, "stock.put", "stock:"+sku)); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, stockView{SKU: st.SKU, Num: st.Num, PriceFen: st.PriceFen, Currency: st.Currency})
@@ -105,12 +106,26 @@ func (s *Server) createOrder(c echo.Context) error {
 	}
 	if res.Replayed {
 		c.Response().Header().Set("Idempotent-Replayed", "true")
+	} else if res.Code == http.StatusCreated {
+		s.auditCreate(c, res.Body)
 	}
 	contentType := echo.MIMEApplicationJSON
 	if res.Code >= 400 {
 		contentType = "application/problem+json"
 	}
 	return c.Blob(res.Code, contentType, res.Body)
+}
+
+// auditCreate records a new order, its view as the answer shows it. The create commits in the
+// orders service's own transaction, so the row follows it.
+func (s *Server) auditCreate(c echo.Context, body []byte) {
+	var o struct {
+		TradeNo string `json:"trade_no"`
+	}
+	_ = json.Unmarshal(body, &o) // our own rendering of an orderView
+	e := s.entry(c, "order.create", "order:"+o.TradeNo)
+	e.After = body
+	s.auditAfter(c, e)
 }
 
 // acceptsOrderCurrency refuses, before anything is stored, an order whose currency the first
@@ -240,6 +255,9 @@ func (s *Server) addAttempt(c echo.Context) error {
 	code := http.StatusOK
 	if created {
 		code = http.StatusCreated
+		e := s.entry(c, "attempt.add", "order:"+tradeNo)
+		e.After = access.State(attemptViewOf(a))
+		s.auditAfter(c, e)
 	}
 	return c.JSON(code, attemptViewOf(a))
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
+	"github.com/paygw/paygw/access"
 	"github.com/paygw/paygw/api"
 	"github.com/paygw/paygw/channels"
 	"github.com/paygw/paygw/orders"
@@ -154,7 +155,7 @@ func TestContractProblemTypes(t *testing.T) {
 	for _, err := range []error{errTooLarge, errBadBody, orders.ErrBadJSON, orders.ErrInvalid, errNoKey, errBadKey, errBadStock,
 		errBadAttempt, errBadQuery, errUnauthorized, orders.ErrUnknownSKU, payment.ErrNotFound, payment.ErrOutOfStock,
 		payment.ErrInFlight, &orders.Done{}, errAlreadyResolved, orders.ErrNotPayable, orders.ErrKeyReused,
-		orders.ErrMerchantOrderIDTaken, channels.ErrCurrency, errors.New("internal")} {
+		orders.ErrMerchantOrderIDTaken, channels.ErrCurrency, &forbiddenError{need: access.Read}, errors.New("internal")} {
 		seen[problemOf(err).Type] = true
 	}
 	var answered []string

@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/paygw/paygw/access"
 	"github.com/paygw/paygw/channels"
 	"github.com/paygw/paygw/orders"
 	"github.com/paygw/paygw/payment"
@@ -28,6 +29,9 @@ type problem struct {
 	Title  string `json:"title"`
 	Status int    `json:"status"`
 	Detail string `json:"detail,omitempty"`
+	// Role and Roles, on a 403: the narrowest role that may make the call, and every one that may.
+	Role  access.Role   `json:"role,omitempty"`
+	Roles []access.Role `json:"roles,omitempty"`
 }
 
 // The problem types. Each is one situation a client may act on differently.
@@ -35,6 +39,7 @@ const (
 	typePrefix          = "urn:paygw:problem:"
 	typeInvalid         = typePrefix + "invalid-request"         // 400: fix the request
 	typeUnauthorized    = typePrefix + "unauthorized"            // 401: send a valid bearer token
+	typeForbidden       = typePrefix + "forbidden"               // 403: a token with the role named
 	typeNotFound        = typePrefix + "not-found"               // 404: no such order
 	typeUnknownSKU      = typePrefix + "unknown-sku"             // 404: stored and replayed for the key
 	typeBodyTimeout     = typePrefix + "body-timeout"            // 408: the body did not arrive whole
@@ -53,7 +58,10 @@ const (
 func problemOf(err error) problem {
 	var done *orders.Done
 	var he *echo.HTTPError
+	var fe *forbiddenError
 	switch {
+	case errors.As(err, &fe):
+		return forbiddenProblem(fe)
 	case errors.Is(err, errTooLarge):
 		return newProblem(typeTooLarge, http.StatusRequestEntityTooLarge, "body too large", err)
 	case errors.Is(err, errBadBody):
@@ -90,6 +98,14 @@ func problemOf(err error) problem {
 		return problem{Type: typeUnavailable, Title: "service unavailable", Status: http.StatusServiceUnavailable,
 			Detail: "paygw could not finish the request; retry later"}
 	}
+}
+
+func forbiddenProblem(fe *forbiddenError) problem {
+	p := newProblem(typeForbidden, http.StatusForbidden, "forbidden", fe)
+	if p.Roles = fe.roles(); len(p.Roles) > 0 {
+		p.Role = p.Roles[0]
+	}
+	return p
 }
 
 func newProblem(typ string, status int, title string, err error) problem {

@@ -5,6 +5,7 @@ package handlers
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"io"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/rs/zerolog"
 
+	"github.com/paygw/paygw/access"
 	"github.com/paygw/paygw/channels"
 	"github.com/paygw/paygw/guard"
 	"github.com/paygw/paygw/metrics"
@@ -42,8 +44,13 @@ type Config struct {
 	EventsChanged func() <-chan struct{}
 }
 
-// Token is one API client.
-type Token struct{ Name, Secret string }
+// Token is one API client: its name, its token (Secret) or the token's SHA-256 (Digest, used when
+// Secret is empty), and its roles (none: admin).
+type Token struct {
+	Name, Secret string
+	Digest       [sha256.Size]byte
+	Roles        []access.Role
+}
 
 // Server holds the handlers' dependencies.
 type Server struct {
@@ -54,6 +61,7 @@ type Server struct {
 	applier  Applier
 	channels []channels.Channel
 	tokens   []token
+	routed   map[string]bool // "METHOD /v1/pattern" of every /v1 route Echo registered
 	log      zerolog.Logger
 	now      func() time.Time
 	full     atomic.Int64 // unix nanos of the last write MySQL refused for want of space
@@ -90,6 +98,7 @@ func (s *Server) Echo() *echo.Echo {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
 	e.Pre(requestID)
+	e.Use(s.accessLog)
 	e.Use(s.cfg.Metrics.Echo())
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
@@ -109,7 +118,12 @@ func (s *Server) Echo() *echo.Echo {
 	v1.GET("/payments/:trade_no", s.getPayment)
 	v1.GET("/events", s.listEvents)
 	v1.GET("/openapi.yaml", s.openAPI)
+	v1.GET("/audit", s.listAudit)
 	s.webhookRoutes(v1)
+	s.routed = map[string]bool{}
+	for _, r := range e.Routes() {
+		s.routed[r.Method+" "+r.Path] = true
+	}
 	return e
 }
 

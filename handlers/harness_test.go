@@ -75,6 +75,8 @@ type options struct {
 	// watch binds the guard to the database's identity as serve does: checked at start, then
 	// every watch (0: no watcher, the guard keeps its plain prefix).
 	watch time.Duration
+	// tokens are API clients beside the two roles-less (admin) ones every harness has.
+	tokens []Token
 }
 
 func newHarness(t *testing.T, o options) *harness {
@@ -121,7 +123,8 @@ func newHarness(t *testing.T, o options) *harness {
 	}
 	srv := New(Config{
 		BodyLimitBytes: limit, KeyHeader: "Idempotency-Key",
-		Tokens:  []Token{{Name: "order-service", Secret: testenv.Secret(t, testToken)}, {Name: "other", Secret: testenv.Secret(t, otherToken)}},
+		Tokens: append([]Token{{Name: "order-service", Secret: testenv.Secret(t, testToken)}, {Name: "other", Secret: testenv.Secret(t, otherToken)}},
+			o.tokens...),
 		Metrics: o.metrics,
 	}, h.db, h.guard, svc, h.applier, sandbox.channels, log)
 	srv.now = func() time.Time { return time.Now().Add(time.Duration(h.later.Load())) }

@@ -179,7 +179,8 @@ func (s *Server) resolveAnomaly(c echo.Context) error {
 	if err := decodeStrict(canonical, &in); err != nil || in.Note == "" || len(in.Note) > 512 {
 		return fmt.Errorf("%w: send {\"note\": \"...\"} (1-512 bytes)", errBadQuery)
 	}
-	a, err := s.db.ResolveAnomaly(c.Request().Context(), id, c.Get(clientKey).(string), in.Note, s.now().UTC())
+	e := s.entry(c, "anomaly.resolve", "anomaly:"+strconv.FormatInt(id, 10))
+	a, err := s.db.ResolveAnomalyAudited(c.Request().Context(), id, e.Actor, in.Note, e.At, e)
 	if errors.Is(err, payment.ErrConflict) {
 		return fmt.Errorf("%w: by %s at %s", errAlreadyResolved, a.ResolvedBy, a.ResolvedAt.UTC().Format(time.RFC3339))
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/paygw/paygw/access"
 	"github.com/paygw/paygw/delivery"
 	"github.com/paygw/paygw/orders"
 	"github.com/paygw/paygw/payment"
@@ -81,5 +82,8 @@ func (s *Server) redeliver(c echo.Context) error {
 	if names == nil {
 		names = []string{}
 	}
+	e := s.entry(c, "event.redeliver", "event:"+id)
+	e.After = access.State(map[string]any{"endpoints": names})
+	s.auditAfter(c, e)
 	return c.JSON(http.StatusAccepted, map[string]any{"event_id": id, "endpoints": names})
 }

@@ -55,9 +55,13 @@ type stockRow struct {
 
 // PutStock creates or replaces a SKU's stock level, price and currency (CNY when s names none).
 func (db *DB) PutStock(ctx context.Context, s payment.Stock) error {
+	return putStock(ctx, db.x, s)
+}
+
+func putStock(ctx context.Context, x execer, s payment.Stock) error {
 	const q = `INSERT INTO stock (sku, num, price_fen, currency) VALUES (?, ?, ?, ?)
 		ON DUPLICATE KEY UPDATE num = VALUES(num), price_fen = VALUES(price_fen), currency = VALUES(currency)`
-	_, err := db.x.ExecContext(ctx, q, s.SKU, s.Num, s.PriceFen, cmp.Or(s.Currency, "CNY"))
+	_, err := x.ExecContext(ctx, q, s.SKU, s.Num, s.PriceFen, cmp.Or(s.Currency, "CNY"))
 	return err
 }
 

@@ -214,6 +214,15 @@ func (db *DB) Migrate(ctx context.Context) error {
 	return err
 }
 
+// SchemaVersion is the latest migration applied (0 on a fresh database).
+func (db *DB) SchemaVersion(ctx context.Context) (int64, error) {
+	p, err := db.migrator()
+	if err != nil {
+		return 0, err
+	}
+	return p.GetDBVersion(ctx)
+}
+
 // MigrationStatus lists each migration with whether it is applied.
 func (db *DB) MigrationStatus(ctx context.Context) ([]*goose.MigrationStatus, error) {
 	p, err := db.migrator()

@@ -155,6 +155,28 @@ func doctor(ctx context.Context, cfg *config.Config, c *checklist, probe bool) {
 	doctorWebhooks(ctx, cfg, c)
 }
 
+// doctorTokens names each API client, how its token is given and its roles; never the token.
+func doctorTokens(cfg *config.Config, c *checklist) {
+	for _, t := range cfg.Auth.APITokens {
+		how := "token"
+		switch {
+		case t.TokenSHA256 != "":
+			how = "token_sha256"
+		case t.TokenFile != "":
+			how = "token_file " + t.TokenFile
+		}
+		roles := make([]string, 0, len(t.Roles))
+		for _, r := range t.RoleList() {
+			roles = append(roles, string(r))
+		}
+		if t.Legacy() {
+			c.warn("token "+t.Name, "by %s, no roles: works as admin", how)
+			continue
+		}
+		c.ok("token "+t.Name, "by %s, roles %s", how, strings.Join(roles, ", "))
+	}
+}
+
 // doctorSecrets: the secrets each enabled channel verifies with are present (Load refused the
 // malformed ones), and /v1 has a client.
 func doctorSecrets(cfg *config.Config, c *checklist) {
@@ -163,6 +185,7 @@ func doctorSecrets(cfg *config.Config, c *checklist) {
 	} else {
 		c.ok("secrets auth", "%d API client(s)", len(cfg.Auth.APITokens))
 	}
+	doctorTokens(cfg, c)
 	ch := cfg.Channels
 	if ch.Alipay.Enabled {
 		c.ok("secrets alipay", "app_id %s and the Alipay public key are set", ch.Alipay.AppID)

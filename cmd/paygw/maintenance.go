@@ -30,6 +30,9 @@ that the next request with the same key runs again. serve does it every minute.`
 		if err != nil {
 			return fmt.Errorf("sweep: %w", err)
 		}
+		if err := audit(ctx, db, "idempotency.sweep", "idempotent_record", nil, map[string]int64{"failed": n}); err != nil {
+			return fmt.Errorf("sweep: audit: %w", err)
+		}
 		fmt.Fprintf(a.stdout, "swept %d processing record(s) older than %s\n", n, cfg.Idempotency.ProcessingTimeout())
 		return nil
 	})
@@ -53,6 +56,9 @@ before, within ` + identity.Interval.String() + `. Run it after restoring the da
 		epoch, err := db.BumpEpoch(ctx)
 		if err != nil {
 			return fmt.Errorf("markers flush: %w", err)
+		}
+		if err := audit(ctx, db, "markers.flush", "epoch", map[string]uint64{"epoch": epoch - 1}, map[string]uint64{"epoch": epoch}); err != nil {
+			return fmt.Errorf("markers flush: audit: %w", err)
 		}
 		if *asJSON {
 			return writeJSON(a.stdout, struct {

@@ -37,6 +37,25 @@ state as ` + "`paygw migrate status`" + ` does. Running it again on a migrated d
 	return c
 }
 
+// migrateUp applies the migrations and audits the versions before and after.
+func (a *app) migrateUp(ctx context.Context, db *repository.DB) error {
+	before, err := db.SchemaVersion(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if err := db.Migrate(ctx); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	after, err := db.SchemaVersion(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if err := audit(ctx, db, "schema.migrate", "schema", map[string]int64{"version": before}, map[string]int64{"version": after}); err != nil {
+		return fmt.Errorf("migrate: audit: %w", err)
+	}
+	return nil
+}
+
 // migrationJSON is one migration in --json output.
 type migrationJSON struct {
 	Version   int64      `json:"version"`
@@ -52,8 +71,8 @@ func (a *app) migrate(ctx context.Context, cfg *config.Config, up, asJSON bool) 
 	}
 	defer db.Close()
 	if up {
-		if err := db.Migrate(ctx); err != nil {
-			return fmt.Errorf("migrate: %w", err)
+		if err := a.migrateUp(ctx, db); err != nil {
+			return err
 		}
 	}
 	list, err := db.MigrationStatus(ctx)

@@ -47,8 +47,9 @@ func TestMigrateStatus(t *testing.T) {
 		t.Fatalf("migrate status: %d lines, want %d:\n%s", len(lines), len(files), r.stdout)
 	}
 	for i, l := range lines {
-		if !strings.HasPrefix(l, fmt.Sprintf("%05d ", i+1)) || !strings.Contains(l, " applied ") {
-			t.Errorf("migrate status line %d: %q, want migration %05d applied", i+1, l, i+1)
+		// Numbers may have gaps (each branch takes its own); the list follows the files.
+		if !strings.HasPrefix(l, files[i][:5]+" ") || !strings.Contains(l, " applied ") {
+			t.Errorf("migrate status line %d: %q, want migration %s applied", i+1, l, files[i][:5])
 		}
 	}
 	for _, table := range []string{"idempotent_record", "orders", "stock"} {
@@ -65,7 +66,7 @@ func TestMigrateStatus(t *testing.T) {
 		t.Fatalf("migrate status --json: exit %d, %d migrations, want %d:\n%s", js.code, len(status.Migrations), len(files), js.stdout)
 	}
 	for i, m := range status.Migrations {
-		if m.Version != int64(i+1) || m.File != files[i] || m.State != "applied" || m.AppliedAt == nil || !strings.Contains(lines[i], m.AppliedAt.Format(time.RFC3339)) {
+		if fmt.Sprintf("%05d", m.Version) != files[i][:5] || m.File != files[i] || m.State != "applied" || m.AppliedAt == nil || !strings.Contains(lines[i], m.AppliedAt.Format(time.RFC3339)) {
 			t.Errorf("migrate status --json [%d] = %+v, want %s applied as the text says: %q", i, m, files[i], lines[i])
 		}
 	}

@@ -57,6 +57,11 @@ func (a *app) purge(ctx context.Context, cfg *config.Config, asJSON bool) error 
 	}
 	defer db.Close()
 	r, err := retention.NewPurger(db, retentionConfig(cfg), zerolog.Nop()).Once(ctx)
+	rows := map[string]int64{"idempotent_record": r.Records.Rows, "notify_journal": r.Journal.Rows, "event": r.Events.Rows,
+		"webhook_attempt": r.Attempts.Rows, "webhook_delivery": r.Deliveries.Rows}
+	if aerr := audit(ctx, db, "retention.purge", "retention", nil, map[string]any{"purged": rows}); aerr != nil && err == nil {
+		err = fmt.Errorf("purge: audit: %w", aerr)
+	}
 	tables := []purgedTable{
 		{"idempotent_record", r.Records, cfg.Idempotency.Retention},
 		{"notify_journal", r.Journal, cfg.Journal.Retention},

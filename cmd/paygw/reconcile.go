@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/csv"
 	"encoding/json"
@@ -120,6 +121,9 @@ func (a *app) query(ctx context.Context, cfg *config.Config, o reconcile.Options
 		o.Out = &lines
 	}
 	sum, err := reconcile.New(s.db, s.applier, qs, rc, log).Run(ctx, o)
+	if err == nil && !o.DryRun {
+		err = audit(ctx, s.db, "reconcile.query", "reconcile:"+cmp.Or(o.TradeNo, o.Channel, "all"), nil, sum)
+	}
 	if err != nil || !asJSON {
 		return err
 	}
@@ -249,6 +253,10 @@ func (a *app) bill(ctx context.Context, cfg *config.Config, b billFlags, log zer
 	rep, err := job.MatchBill(ctx, matchAs, day, r, bc, billProgress(a.stderr))
 	if err != nil {
 		return fmt.Errorf("reconcile bill: %s: %w", from, err)
+	}
+	if err := audit(ctx, s.db, "reconcile.bill", "reconciliation:"+strconv.FormatInt(rep.RunID, 10), nil,
+		map[string]any{"channel": rep.Channel, "bill_date": rep.BillDate, "counts": rep.Counts, "trusted": rep.Trusted}); err != nil {
+		return fmt.Errorf("reconcile bill: audit: %w", err)
 	}
 	if err := a.printBill(ctx, job, rep, b); err != nil {
 		return err

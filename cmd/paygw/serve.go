@@ -122,12 +122,8 @@ func newServer(cfg *config.Config, s *stores, chs []channels.Channel, seq *outbo
 	if len(cfg.Auth.APITokens) == 0 {
 		log.Warn().Msg("auth.api_tokens is empty: every /v1 request will be refused with 401")
 	}
-	tokens := make([]handlers.Token, len(cfg.Auth.APITokens))
-	for i, t := range cfg.Auth.APITokens {
-		tokens[i] = handlers.Token{Name: t.Name, Secret: t.Token}
-	}
 	return handlers.New(handlers.Config{
-		BodyLimitBytes: cfg.HTTP.BodyLimitBytes, KeyHeader: cfg.Idempotency.KeyHeader, Tokens: tokens, Metrics: met,
+		BodyLimitBytes: cfg.HTTP.BodyLimitBytes, KeyHeader: cfg.Idempotency.KeyHeader, Tokens: apiTokens(cfg, log), Metrics: met,
 		Webhooks:      webhookRoutes(hooks),
 		EventsChanged: seq.Changed,
 	}, s.db, s.guard, svc, s.applier, chs, log)
@@ -248,4 +244,17 @@ func startJobs(ctx context.Context, cfg *config.Config, s *stores, chs []channel
 	purger.OnPurged = met.Purged
 	go purger.Serve(ctx, retention.PurgeCheckEvery, lease.Holder(""))
 	return nil
+}
+
+// apiTokens hands the configured clients to the handlers by digest and roles, warning about each
+// client configured without roles: it keeps working as admin.
+func apiTokens(cfg *config.Config, log zerolog.Logger) []handlers.Token {
+	tokens := make([]handlers.Token, len(cfg.Auth.APITokens))
+	for i, t := range cfg.Auth.APITokens {
+		tokens[i] = handlers.Token{Name: t.Name, Digest: t.Digest(), Roles: t.RoleList()}
+		if t.Legacy() {
+			log.Warn().Str("token_name", t.Name).Msg("auth.api_tokens entry has no roles: it works as admin; give it the roles it needs")
+		}
+	}
+	return tokens
 }

@@ -513,3 +513,16 @@ func WebhookSecret(tb testing.TB) string {
 	}
 	return Secret(tb, s)
 }
+
+// TokenFile writes a fresh API token, registered with Secret so that the secret scan covers it,
+// to a file in a temporary directory as auth.api_tokens[].token_file reads it (with a trailing
+// newline), and returns the file's path and the token.
+func TokenFile(tb testing.TB) (path, token string) {
+	tb.Helper()
+	token = Secret(tb, "tokf-"+Random(16))
+	path = filepath.Join(tb.TempDir(), "api-token")
+	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return path, token
+}
