@@ -9,6 +9,7 @@ var routeCaps = map[string]access.Capability{
 	"PUT /v1/stock/:sku":                        access.StockWrite,
 	"POST /v1/orders":                           access.OrdersWrite,
 	"POST /v1/orders/:trade_no/attempts":        access.OrdersWrite,
+	"GET /v1/orders":                            access.Read, // the search: any user's orders
 	"GET /v1/orders/:trade_no":                  access.OrdersRead,
 	"GET /v1/payments/:trade_no":                access.OrdersRead,
 	"GET /v1/reconciliations":                   access.Read,

@@ -109,7 +109,7 @@ func TestExitCodes(t *testing.T) {
 		"date not YYYY-MM-DD":       {[]string{"reconcile", "bill", "--channel", "alipay", "--date", "12/03/2026"}, exitUsage, []string{`invalid argument "12/03/2026" for "--date"`, "want a day as YYYY-MM-DD"}},
 		"unknown bill channel":      {[]string{"reconcile", "bill", "--channel", "paypal", "--date", "2026-12-03", "--config", cfg}, exitUsage, []string{`--channel "paypal"`}},
 		"bill of a day not over":    {[]string{"reconcile", "bill", "--channel", "alipay", "--date", time.Now().AddDate(0, 0, 1).Format(time.DateOnly), "--config", cfg}, exitUsage, []string{"is not over yet in alipay's day", "its bill does not exist yet"}},
-		"why without an order":      {[]string{"why"}, exitUsage, []string{"accepts 1 arg(s), received 0"}},
+		"why without an order":      {[]string{"why"}, exitUsage, []string{"name one order: a trade_no, --channel-txn-id"}},
 		"why of no trade_no":        {[]string{"why", "not a trade no", "--config", cfg}, exitUsage, []string{"is not a trade_no"}},
 		"simulate keys without out": {[]string{"simulate", "keys"}, exitUsage, []string{`required flag(s) "out" not set`}},
 		"simulate bad repeat":       {[]string{"simulate", "notify", "--channel", "alipay", "--trade-no", "T1", "--repeat", "0"}, exitUsage, []string{"--repeat and --concurrency must be at least 1"}},

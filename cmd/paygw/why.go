@@ -26,15 +26,19 @@ oldest first. A complaint rarely comes with our trade_no: instead of it, name th
 transaction that paid the order, the merchant's own order id, or the user. When that finds
 several orders (a user's), why lists them, newest first (at most 100), to ask again by trade_no.
 Exit 1 if the database has no such order; 2 for no key or two.`,
-		Args: cobra.MaximumNArgs(1),
 	}, exitFailed)
 	asJSON := jsonFlag(c)
 	var by whyKeys
+	// Checked with the command line, before the config is read: no key or two is a usage error.
+	c.Args = func(c *cobra.Command, args []string) error {
+		by.userSet = c.Flags().Changed("user-id")
+		_, err := by.filter(args)
+		return err
+	}
 	c.Flags().StringVar(&by.txn, "channel-txn-id", "", "the channel's transaction id that paid the order")
 	c.Flags().StringVar(&by.merchant, "merchant-order-id", "", "the merchant's own order id")
 	c.Flags().Int64Var(&by.user, "user-id", 0, "the user's id (lists the user's orders)")
 	return a.withConfig(c, func(ctx context.Context, cfg *config.Config, _ zerolog.Logger, args []string) error {
-		by.userSet = c.Flags().Changed("user-id")
 		return a.why(ctx, cfg, args, by, *asJSON)
 	})
 }
@@ -56,7 +60,7 @@ func (k whyKeys) filter(args []string) (repository.OrderFilter, error) {
 		}
 	}
 	if n != 1 {
-		return f, usagef("why: name one order: a trade_no, --channel-txn-id, --merchant-order-id or --user-id")
+		return f, fmt.Errorf("name one order: a trade_no, --channel-txn-id, --merchant-order-id or --user-id (got %d)", n)
 	}
 	return f, nil
 }
