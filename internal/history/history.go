@@ -8,6 +8,7 @@
 //	LEDGER_N=50 go test ./internal/history -run TestLedgerHistories      # a quick look
 //	LEDGER_SEED=123 go test -v ./internal/history -run TestLedgerHistories # one history, step by step
 //	go test ./internal/history -run TestLedgerRegressions                # the scripted cases
+//	go test -race ./internal/history -run TestMoneyHistories             # 30 s of GenerateMoney's histories
 //
 // LEDGER_START fixes the first seed of a run, LEDGER_BATCH the histories that share days and
 // bills, LEDGER_SHRINK how many failure categories get a shrunk script.
