@@ -120,7 +120,8 @@ func Accepts(channel, code string) bool { return channel == Stripe || code == mo
 
 // Currencies are the currencies GenerateMoney draws from: CNY, an ordinary two-decimal currency,
 // zero-decimal JPY, three-decimal KWD, and the two whose Stripe units differ from ISO 4217's
-// (ISK counted in hundredths by Stripe, MGA in whole ariary). CNY twice: its paths are the most.
+// (ISK counted in hundredths by Stripe, MGA in whole ariary). CNY is listed twice: its orders
+// meet every channel, so they are drawn more often.
 var Currencies = []string{"CNY", "CNY", "USD", "JPY", "KWD", "ISK", "MGA"}
 
 // Window is how long after its base a history's events happen; Rounds cut it (plus the Beijing
@@ -213,6 +214,8 @@ type moneyDraw struct {
 	stripeFirst bool
 }
 
+// generate is Generate's history of seed in the money m says; the zero moneyDraw draws nothing
+// more from the "ledger" stream than Generate always did.
 func generate(seed uint64, m moneyDraw) History {
 	rng := rand.New(rand.NewPCG(seed, 0x6c6564676572)) // "ledger"
 	h := History{Seed: seed, AmountFen: 100 + rng.Int64N(50_000), Currency: m.currency, Origin: m.origin}
