@@ -63,18 +63,22 @@ func (db *DB) Attempts(ctx context.Context, tradeNo string) ([]payment.Attempt, 
 
 // SeedAttempts gives every WAIT_PAY order created in [from, to) that has no attempt an implicit
 // one on channel, due at once: an order nobody said where it was paid is asked on every channel
-// that can query. It returns how many it added.
-func (db *DB) SeedAttempts(ctx context.Context, channel string, from, to time.Time) (int64, error) {
+// that can query. It returns how many it added. It runs in a transaction of its own, so that a
+// deadlock on the table's AUTO-INC lock, which it holds to its end, is retried.
+func (db *DB) SeedAttempts(ctx context.Context, channel string, from, to time.Time) (added int64, err error) {
 	const q = `INSERT INTO payment_attempt (trade_no, channel, channel_ref, implicit, created_time, next_query_at)
 		SELECT o.trade_no, ?, '', 1, o.create_time, o.create_time FROM orders o
 		WHERE o.status = 'WAIT_PAY' AND o.create_time >= ? AND o.create_time < ?
 		  AND NOT EXISTS (SELECT 1 FROM payment_attempt a WHERE a.trade_no = o.trade_no AND a.implicit = 0)
 		ON DUPLICATE KEY UPDATE payment_attempt.id = payment_attempt.id`
-	res, err := db.x.ExecContext(ctx, q, channel, from, to)
-	if err != nil {
-		return 0, err
-	}
-	return res.RowsAffected()
+	err = db.InTx(ctx, func(tx *Tx) error {
+		res, err := tx.x.ExecContext(ctx, q, channel, from, to)
+		if err == nil {
+			added, err = res.RowsAffected()
+		}
+		return err
+	})
+	return added, err
 }
 
 // DueAttempt is an attempt to ask about, with what the query needs of its order.

@@ -243,8 +243,9 @@ type Tx struct {
 
 const maxTxAttempts = 4
 
-// InTx runs fn in one transaction and commits it. Deadlocks (1213) and lock-wait timeouts (1205)
-// roll back and run fn again a few times; fn must therefore only touch the database through tx.
+// InTx runs fn in one transaction and commits it. Deadlocks (1213, and 1467 on an AUTO-INC lock)
+// and lock-wait timeouts (1205) roll back and run fn again a few times; fn must therefore only
+// touch the database through tx.
 func (db *DB) InTx(ctx context.Context, fn func(tx *Tx) error) error {
 	start := time.Now()
 	defer func() { db.Metrics.TxDone(time.Since(start)) }()
@@ -278,13 +279,16 @@ func (db *DB) tryTx(ctx context.Context, fn func(tx *Tx) error) error {
 }
 
 // transientReason names the retry an error calls for: a deadlock (1213) or a lock-wait timeout
-// (1205); "" for any other error, nil included.
+// (1205); "" for any other error, nil included. InnoDB reports a deadlock whose victim waited for
+// a table's AUTO-INC lock (held to its end by an INSERT ... SELECT: SeedAttempts) as 1467,
+// "Failed to read auto-increment value from storage engine", the transaction rolled back all the
+// same: a deadlock too.
 func transientReason(err error) string {
 	var me *mysql.MySQLError
 	switch {
 	case !errors.As(err, &me):
 		return ""
-	case me.Number == 1213:
+	case me.Number == 1213, me.Number == 1467:
 		return metrics.RetryDeadlock
 	case me.Number == 1205:
 		return metrics.RetryLockWait

@@ -55,6 +55,28 @@ func fromStripe(amount int64, code string) (int64, error) {
 	return amount, nil
 }
 
+// ToStripe turns an amount in paygw's minor units of code (ISO 4217) into Stripe's: what Stripe's
+// API states for it, the inverse of fromStripe. ok is false when Stripe cannot state the amount
+// (an MGA amount with a fraction of an ariary) or code is no ISO 4217 code. paygw reads what
+// Stripe says and never needs this; it is what a caller of Stripe's API sends, and what the
+// history check's Stripe states.
+func ToStripe(amount int64, code string) (stripeAmount int64, ok bool) {
+	iso, ok := money.Exponent(code)
+	if !ok {
+		return 0, false
+	}
+	for e := iso; e > stripeExponent(code); e-- {
+		if amount%10 != 0 {
+			return 0, false
+		}
+		amount /= 10
+	}
+	for e := iso; e < stripeExponent(code); e++ {
+		amount *= 10
+	}
+	return amount, true
+}
+
 // supported are the presentment currencies Stripe takes: stripe-go's list, and the three-decimal
 // currencies Stripe's documentation adds to it.
 var supported = func() map[string]bool {

@@ -105,3 +105,46 @@ func TestStripeBillRowInISOUnits(t *testing.T) {
 		t.Fatalf("fractional ISK: %v, want ErrMalformed", err)
 	}
 }
+
+// ToStripe is fromStripe's inverse: every amount Stripe can state of a currency comes back as it
+// was, and the rules of the package comment hold (ISK in hundredths, MGA whole).
+func TestToStripe(t *testing.T) {
+	cases := map[string]struct {
+		amount int64
+		code   string
+		want   int64
+		ok     bool
+	}{
+		"USD as is":            {1999, "USD", 1999, true},
+		"JPY as is":            {5000, "JPY", 5000, true},
+		"KWD as is":            {1234, "KWD", 1234, true},
+		"ISK hundredths":       {1000, "ISK", 100000, true},
+		"MGA whole ariary":     {50000, "MGA", 500, true},
+		"MGA a fraction":       {50050, "MGA", 0, false},
+		"not ISO 4217":         {77, "XYZ", 0, false},
+		"MGA negative, whole":  {-200, "MGA", -2, true},
+		"ISK negative as well": {-3, "ISK", -300, true},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, ok := ToStripe(c.amount, c.code)
+			if ok != c.ok || ok && got != c.want {
+				t.Fatalf("ToStripe(%d, %s) = %d, %v; want %d, %v", c.amount, c.code, got, ok, c.want, c.ok)
+			}
+		})
+	}
+	for code := range supported {
+		if !money.Valid(code) {
+			continue
+		}
+		for _, amount := range []int64{0, 1, 7, 100, 1999, 50000, 123456700} {
+			s, ok := ToStripe(amount, code)
+			if !ok {
+				continue
+			}
+			if back, err := fromStripe(s, code); err != nil || back != amount {
+				t.Errorf("fromStripe(ToStripe(%d, %s) = %d) = %d, %v", amount, code, s, back, err)
+			}
+		}
+	}
+}

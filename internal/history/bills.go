@@ -10,9 +10,9 @@ import (
 
 	"golang.org/x/text/encoding/simplifiedchinese"
 
-	"github.com/paygw/paygw/simulate"
-
 	"github.com/paygw/paygw/bills"
+	"github.com/paygw/paygw/money"
+	"github.com/paygw/paygw/simulate"
 )
 
 // Merchant identities the bills carry in their headers and columns: the sandbox's (simulate's
@@ -33,7 +33,8 @@ type billLine struct {
 	tradeNo  string
 	txn      string
 	refundID string // "" when the bill names none
-	fen      int64
+	fen      int64  // ISO 4217 minor units of currency
+	currency string
 	at       time.Time
 }
 
@@ -50,7 +51,7 @@ func BillFile(base time.Time, bd BillDay, members []Member, v Variant, target Ta
 			if l.Channel != bd.Channel || l.Day != bd.Day {
 				continue
 			}
-			bl := billLine{refund: l.Refund, tradeNo: m.IDs.TradeNo, txn: m.IDs.Txn[l.Attempt], fen: l.AmountFen, at: base.Add(l.At)}
+			bl := billLine{refund: l.Refund, tradeNo: m.IDs.TradeNo, txn: m.IDs.Txn[l.Attempt], fen: l.AmountFen, currency: m.H.Code(), at: base.Add(l.At)}
 			if l.Refund {
 				bl.refundID = m.IDs.Refund[l.RefundK]
 				if m.H.Refunds[l.RefundK].NoBillID {
@@ -62,7 +63,8 @@ func BillFile(base time.Time, bd BillDay, members []Member, v Variant, target Ta
 		if v == BillInvented && m.H.Seed == target.Seed && target.Attempt < len(m.H.Attempts) &&
 			m.H.Attempts[target.Attempt].Channel == bd.Channel && m.H.Attempts[target.Attempt].Outcome != Paid {
 			start := dayStart(base, bd)
-			invented = &billLine{tradeNo: m.IDs.TradeNo, txn: m.IDs.Txn[target.Attempt], fen: m.H.AmountFen, at: start.Add(12 * time.Hour)}
+			invented = &billLine{tradeNo: m.IDs.TradeNo, txn: m.IDs.Txn[target.Attempt], fen: m.H.AmountFen, currency: m.H.Code(),
+				at: start.Add(12 * time.Hour)}
 		}
 	}
 	slices.SortStableFunc(lines, func(a, b billLine) int {
@@ -104,6 +106,12 @@ func gbk(s string) []byte {
 		panic(err) // the text is ours, and GBK holds every character of it
 	}
 	return b
+}
+
+// major writes minor units of code in major units, with the currency's ISO 4217 decimals:
+// 1999 CNY "19.99", 1999 JPY "1999", -1234 KWD "-1.234".
+func major(minor int64, code string) string {
+	return strings.TrimSuffix(money.Format(minor, code), " "+code)
 }
 
 func signedYuan(fen int64) string {
@@ -262,8 +270,9 @@ func wechatBill(lines []billLine, v Variant, invented *billLine) []byte {
 	return []byte(b.String())
 }
 
-// stripeBill is the balance_change_from_activity.itemized.3 report, UTC, major units: a charge
-// row per payment (source_id its charge), a refund row per refund (source_id its re_ id).
+// stripeBill is the balance_change_from_activity.itemized.3 report, UTC, major units of each
+// line's currency (its ISO 4217 decimals: Stripe's own API units play no part in a report): a
+// charge row per payment (source_id its charge), a refund row per refund (source_id its re_ id).
 func stripeBill(lines []billLine) []byte {
 	var b strings.Builder
 	b.WriteString("balance_transaction_id,created_utc,currency,gross,fee,net,reporting_category,source_id,payment_intent_id,payment_metadata[trade_no]\n")
@@ -272,8 +281,9 @@ func stripeBill(lines []billLine) []byte {
 		if l.refund {
 			cat, gross, source = "refund", -l.fen, l.refundID
 		}
-		fmt.Fprintf(&b, "txn_%s%d,%s,cny,%s,0.00,%s,%s,%s,%s,%s\n", strings.TrimPrefix(l.txn, "pi_")[:12], i,
-			l.at.UTC().Format(time.DateTime), signedYuan(gross), signedYuan(gross), cat, source, l.txn, l.tradeNo)
+		fmt.Fprintf(&b, "txn_%s%d,%s,%s,%s,0,%s,%s,%s,%s,%s\n", strings.TrimPrefix(l.txn, "pi_")[:12], i,
+			l.at.UTC().Format(time.DateTime), strings.ToLower(l.currency), major(gross, l.currency), major(gross, l.currency),
+			cat, source, l.txn, l.tradeNo)
 	}
 	return []byte(b.String())
 }

@@ -21,3 +21,16 @@ func TestGenerateIsStable(t *testing.T) {
 		t.Fatalf("the histories of seeds 0-1999 changed: digest %s, want %s", got, goldenGenerate)
 	}
 }
+
+// goldenGenerateMoney is the same digest of GenerateMoney's histories of seeds 0-1999.
+const goldenGenerateMoney = "21f3b04968112ee3006fe4b5e5d439d902ebf9b3b23630fd329f95f312d3e1b0"
+
+func TestGenerateMoneyIsStable(t *testing.T) {
+	h := sha256.New()
+	for seed := range uint64(2000) {
+		h.Write([]byte(GenerateMoney(seed).GoString() + "\n"))
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != goldenGenerateMoney {
+		t.Fatalf("the money histories of seeds 0-1999 changed: digest %s, want %s", got, goldenGenerateMoney)
+	}
+}

@@ -8,12 +8,14 @@
 //	LEDGER_N=50 go test ./internal/history -run TestLedgerHistories      # a quick look
 //	LEDGER_SEED=123 go test -v ./internal/history -run TestLedgerHistories # one history, step by step
 //	go test ./internal/history -run TestLedgerRegressions                # the scripted cases
+//	go test -race ./internal/history -run TestMoneyHistories             # 30 s of GenerateMoney's histories
 //
 // LEDGER_START fixes the first seed of a run, LEDGER_BATCH the histories that share days and
 // bills, LEDGER_SHRINK how many failure categories get a shrunk script.
 package history
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
@@ -23,6 +25,8 @@ import (
 	"time"
 
 	"github.com/paygw/paygw/bills"
+	"github.com/paygw/paygw/channels/stripe"
+	"github.com/paygw/paygw/money"
 )
 
 // The channels a history's attempts go to.
@@ -61,6 +65,10 @@ type Attempt struct {
 	// Alipay: notifications signed in GBK; CloseNotify: a TRADE_CLOSED notification is sent
 	// (app and wap payments; PC web payments notify TRADE_SUCCESS only).
 	GBK, CloseNotify bool
+	// Refused: the channel takes no payments in the order's currency (Alipay, WeChat and UnionPay
+	// take CNY alone), so paygw refuses to record the attempt and the buyer never reaches the
+	// channel: it is Open and Absent, and nothing of it may show in the books.
+	Refused bool
 }
 
 // Refund is one refund of a paid attempt, in time order within the history.
@@ -73,13 +81,48 @@ type Refund struct {
 	NoBillID bool
 }
 
-// History is one order's truth at the channels.
+// History is one order's truth at the channels. AmountFen and every refund's Fen are in the
+// ISO 4217 minor units of the order's currency, as paygw counts them; each channel states them
+// in its own units (see Units).
 type History struct {
 	Seed      uint64
 	AmountFen int64
 	Attempts  []Attempt
 	Refunds   []Refund
+	// Currency is the order's ISO 4217 code, "" for CNY; Origin how the order is made.
+	Currency string
+	Origin   Origin
 }
+
+// Origin is how a history's order comes to be.
+type Origin string
+
+const (
+	// OriginInsert: a CNY order of SKU HISTORY, inserted in the database as the order service of
+	// old did (the histories of Generate).
+	OriginInsert Origin = ""
+	// OriginStock: POST /v1/orders {user_id, sku, num} of a stock of its own, put in the order's
+	// currency by PUT /v1/stock/{sku}: the order takes the stock's price and currency.
+	OriginStock Origin = "stock"
+	// OriginStockless: POST /v1/orders {user_id, amount_fen, currency}.
+	OriginStockless Origin = "stockless"
+	// OriginMerchantID: the same with a merchant_order_id of its own.
+	OriginMerchantID Origin = "merchant_id"
+)
+
+// Code is the order's currency code.
+func (h History) Code() string { return cmp.Or(h.Currency, money.Default) }
+
+// Accepts reports whether a channel takes payments in currency code: Stripe takes the
+// currencies a history draws, the Chinese channels CNY alone (each channel's AcceptsCurrency is
+// the rule paygw applies; this is the truth the oracle holds it to).
+func Accepts(channel, code string) bool { return channel == Stripe || code == money.Default }
+
+// Currencies are the currencies GenerateMoney draws from: CNY, an ordinary two-decimal currency,
+// zero-decimal JPY, three-decimal KWD, and the two whose Stripe units differ from ISO 4217's
+// (ISK counted in hundredths by Stripe, MGA in whole ariary). CNY is listed twice: its orders
+// meet every channel, so they are drawn more often.
+var Currencies = []string{"CNY", "CNY", "USD", "JPY", "KWD", "ISK", "MGA"}
 
 // Window is how long after its base a history's events happen; Rounds cut it (plus the Beijing
 // day that starts 8 hours before the base) into 8-hour rounds, so that both Beijing and UTC
@@ -142,28 +185,79 @@ func BillRound(channel string, k int) int {
 
 // Generate makes the history of seed: 1-3 attempts on different channels, each paid (at most two:
 // a duplicate payment), closed or left open; 0-4 refunds of paid attempts, partial or full, some
-// of equal amounts.
-func Generate(seed uint64) History {
+// of equal amounts. The order is a CNY one, inserted (OriginInsert).
+func Generate(seed uint64) History { return generate(seed, moneyDraw{}) }
+
+// GenerateMoney makes the history of seed as Generate does, in an order whose currency (one of
+// Currencies) and origin (stock, stockless, stockless with a merchant_order_id) are drawn too:
+// from a stream of their own, so that Generate's histories stay what they were. Attempts on a
+// channel that does not take the currency are Refused; a non-CNY history gets a Stripe attempt
+// more often than chance would give it. Amounts are whole in Stripe's units (MGA: whole ariary).
+func GenerateMoney(seed uint64) History {
+	rng := rand.New(rand.NewPCG(seed, 0x6d6f6e6579)) // "money"
+	m := moneyDraw{
+		currency:    Currencies[rng.IntN(len(Currencies))],
+		origin:      []Origin{OriginStock, OriginStockless, OriginMerchantID}[rng.IntN(3)],
+		stripeFirst: rng.IntN(3) != 0,
+	}
+	if m.currency == money.Default {
+		m.currency, m.stripeFirst = "", false
+	}
+	return generate(seed, m)
+}
+
+// moneyDraw is what GenerateMoney draws of an order's money: its currency ("" for CNY), its
+// origin, and whether Stripe is the first channel tried.
+type moneyDraw struct {
+	currency    string
+	origin      Origin
+	stripeFirst bool
+}
+
+// generate is Generate's history of seed in the money m says; the zero moneyDraw draws nothing
+// more from the "ledger" stream than Generate always did.
+func generate(seed uint64, m moneyDraw) History {
 	rng := rand.New(rand.NewPCG(seed, 0x6c6564676572)) // "ledger"
-	h := History{Seed: seed, AmountFen: 100 + rng.Int64N(50_000)}
+	h := History{Seed: seed, AmountFen: 100 + rng.Int64N(50_000), Currency: m.currency, Origin: m.origin}
 	if rng.IntN(4) == 0 {
 		h.AmountFen = 100 * (1 + rng.Int64N(20)) // round amounts make equal refunds likelier
 	}
+	unit := StripeUnit(h.Code())
+	h.AmountFen = max(unit, h.AmountFen/unit*unit)
 	n := 1 + rng.IntN(3)
 	chs := slices.Clone(Channels)
 	rng.Shuffle(len(chs), func(i, j int) { chs[i], chs[j] = chs[j], chs[i] })
+	if m.stripeFirst {
+		k := slices.Index(chs, Stripe)
+		chs[0], chs[k] = chs[k], chs[0]
+	}
 	paid := 0
 	for i := range n {
 		a := generateAttempt(rng, chs[i], paid)
+		if !Accepts(a.Channel, h.Code()) {
+			a = Attempt{Channel: a.Channel, Outcome: Open, At: a.At, Absent: true, Refused: true}
+		}
 		if a.Outcome == Paid {
 			paid++
 		}
 		h.Attempts = append(h.Attempts, a)
 	}
 	if payers := h.Payers(); len(payers) > 0 {
-		h.Refunds = generateRefunds(rng, h, payers)
+		h.Refunds = generateRefunds(rng, h, payers, unit)
 	}
 	return h
+}
+
+// StripeUnit is the smallest amount of code, in ISO 4217 minor units, that Stripe's API can
+// state: 1, but 100 for MGA (Stripe counts whole ariary). It is read off stripe.ToStripe, the
+// channel's own rule, rather than kept here a second time.
+func StripeUnit(code string) int64 {
+	for unit := int64(1); unit <= 1_000_000; unit *= 10 {
+		if _, ok := stripe.ToStripe(unit, code); ok {
+			return unit
+		}
+	}
+	panic("stripe states no amount of " + code) // not one of Currencies
 }
 
 // generateAttempt draws one attempt on channel ch, paid at most twice in a history (paid so far).
@@ -193,8 +287,9 @@ func generateAttempt(rng *rand.Rand, ch string, paid int) Attempt {
 }
 
 // generateRefunds draws up to four refunds of h's payments (payers: the paid attempts), each
-// after its payment and the refund before it, never past what was paid; in time order.
-func generateRefunds(rng *rand.Rand, h History, payers []int) []Refund {
+// after its payment and the refund before it, never past what was paid, in whole units (see
+// StripeUnit); in time order.
+func generateRefunds(rng *rand.Rand, h History, payers []int, unit int64) []Refund {
 	nref := []int{0, 0, 1, 1, 2, 2, 3, 4}[rng.IntN(8)]
 	left := map[int]int64{}
 	last := map[int]time.Duration{}
@@ -218,7 +313,7 @@ func generateRefunds(rng *rand.Rand, h History, payers []int) []Refund {
 		case x < 5:
 			fen = left[p] // the rest: a full refund
 		default:
-			fen = 1 + rng.Int64N(left[p])
+			fen = unit * (1 + rng.Int64N(left[p]/unit))
 		}
 		if last[p]+time.Minute >= Window-time.Minute {
 			continue // no time left in the window

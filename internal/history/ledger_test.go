@@ -25,7 +25,9 @@ const (
 	// least two. The box's load decides how many fit: about 1,000 histories under -race on an
 	// idle 2-core box (18 a second), a few hundred when other tests share it.
 	defaultBudget = 60 * time.Second
-	defaultBatch  = 128
+	// moneyBudget bounds TestMoneyHistories' default run the same way.
+	moneyBudget  = 30 * time.Second
+	defaultBatch = 128
 	// shrinkBudget bounds the shrinking of one failure category.
 	shrinkBudget = time.Minute
 )
@@ -43,16 +45,19 @@ func envInt(t *testing.T, name string, def int) int {
 	return n
 }
 
+// generator makes the history of a seed: Generate, or GenerateMoney.
+type generator func(seed uint64) History
+
 // batchOf generates the histories of batch b (seeds b*size .. b*size+size-1), their own steps
 // and the steps they share.
-func batchOf(b uint64, size int) ([]History, [][]Step, []Step) {
+func batchOf(gen generator, b uint64, size int) ([]History, [][]Step, []Step) {
 	var hs []History
 	var own [][]Step
 	var days []BillDay
 	invent := map[string][]Target{}
 	for j := range size {
 		seed := b*uint64(size) + uint64(j)
-		h := Generate(seed)
+		h := gen(seed)
 		hs = append(hs, h)
 		own = append(own, OwnSteps(h, seed))
 		for _, bd := range h.BillDays() {
@@ -74,9 +79,9 @@ func batchOf(b uint64, size int) ([]History, [][]Step, []Step) {
 
 // scriptOf is seed's history alone with its own steps and the shared steps of its batch that
 // concern it: the bills of its days (and the invented lines about it), every purge and restart.
-func scriptOf(seed uint64, size int) Script {
+func scriptOf(gen generator, seed uint64, size int) Script {
 	b := seed / uint64(size)
-	hs, own, shared := batchOf(b, size)
+	hs, own, shared := batchOf(gen, b, size)
 	j := int(seed - b*uint64(size))
 	h := hs[j]
 	days := h.BillDays()
@@ -176,7 +181,15 @@ func (w *world) shrink(sc Script, category string, budget time.Duration) Script 
 // the oracle. Failures are reported by category, each with its first seed, and the first
 // LEDGER_SHRINK categories with a shrunk script to paste into regressions. LEDGER_SEED replays
 // one history alone, printing every step and the books after it.
-func TestLedgerHistories(t *testing.T) {
+func TestLedgerHistories(t *testing.T) { runHistories(t, Generate, defaultBudget) }
+
+// TestMoneyHistories is the same check of GenerateMoney's histories: orders in other currencies
+// than CNY (paid on Stripe alone, in Stripe's units), from stock or without, with or without a
+// merchant_order_id. The same environment applies (LEDGER_SEED replays a seed of this generator).
+func TestMoneyHistories(t *testing.T) { runHistories(t, GenerateMoney, moneyBudget) }
+
+// runHistories runs the histories of gen, for budget when LEDGER_N is unset.
+func runHistories(t *testing.T, gen generator, defaultBudget time.Duration) {
 	size := envInt(t, envBatch, defaultBatch)
 	if size == 0 {
 		t.Fatalf("%s must be positive", envBatch)
@@ -187,7 +200,7 @@ func TestLedgerHistories(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s=%q: want a seed", envSeed, v)
 		}
-		sc := scriptOf(seed, size)
+		sc := scriptOf(gen, seed, size)
 		t.Logf("history %s\nsteps %v\nmessages %v", sc.History.GoString(), sc.Steps, sc.History.Messages())
 		fs := w.replay(sc, func(s string) { t.Log(s) })
 		for _, f := range fs {
@@ -218,7 +231,7 @@ func TestLedgerHistories(t *testing.T) {
 	timing := map[string]time.Duration{}
 	for off := 0; off < n && (budget == 0 || off < 2*size || time.Since(began) < budget); off += size {
 		b := (start + uint64(off)) / uint64(size)
-		hs, own, shared := batchOf(b, size)
+		hs, own, shared := batchOf(gen, b, size)
 		k := min(size, n-off)
 		e := w.newExecution(hs[:k], own[:k], shared)
 		e.run()
@@ -274,7 +287,7 @@ func TestLedgerHistories(t *testing.T) {
 	t.Errorf("%d of %d histories fail; by category:%s", len(failing), ran, report.String())
 	for i, c := range cats[:min(envInt(t, envShrink, 3), len(cats))] {
 		seed := byCategory[c].seeds[0]
-		sc := scriptOf(seed, size)
+		sc := scriptOf(gen, seed, size)
 		sc.Name = c
 		shrunk := w.shrink(sc, c, shrinkBudget)
 		t.Errorf("shrunk %d/%d (%q, seed %d, %d of %d steps):\n%s", i+1, len(cats), c, seed, len(shrunk.Steps), len(sc.Steps), shrunk.GoString())

@@ -125,7 +125,8 @@ type Anomaly struct {
 // none); it is an error for the caller when Expect says holder cannot be that.
 //
 //   - Status: PAID if any attempt was paid; CLOSED if none was and every attempt was closed at its
-//     channel in a way the channel can prove; WAIT_PAY otherwise. A Stripe Checkout attempt
+//     channel in a way the channel can prove; WAIT_PAY otherwise. Refused attempts do not count:
+//     paygw never recorded them, and an order whose every attempt was refused stays WAIT_PAY. A Stripe Checkout attempt
 //     records no PaymentIntent, and Stripe's search (which lags) never proves a close: such an
 //     attempt stays open until reconcile.query_max_age, which no history reaches.
 //   - The order holds one of the paid attempts; with two, the other is a DUPLICATE_PAYMENT anomaly,
@@ -143,7 +144,8 @@ func (h History) Expect(holder int) (Expected, error) {
 	switch {
 	case len(payers) > 0:
 		e.Status = StatusPaid
-	case !slices.ContainsFunc(h.Attempts, func(a Attempt) bool { return a.Outcome != Closed || a.Channel == Stripe && a.Checkout }):
+	case slices.ContainsFunc(h.Attempts, func(a Attempt) bool { return !a.Refused }) &&
+		!slices.ContainsFunc(h.Attempts, func(a Attempt) bool { return !a.Refused && (a.Outcome != Closed || a.Channel == Stripe && a.Checkout) }):
 		e.Status = StatusClosed
 	default:
 		e.Status = StatusWaitPay

@@ -1,8 +1,12 @@
 package history
 
 import (
+	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/paygw/paygw/money"
 )
 
 // regressions are scripted histories, each run alone on the real gateway like any generated one:
@@ -82,6 +86,42 @@ var regressions = []Script{
 			{Attempt: 1, Fen: 381, At: 37*time.Hour + 8*time.Minute + 50*time.Second},
 			{Attempt: 0, Fen: 1096, At: 69*time.Hour + 16*time.Minute + 25*time.Second}}},
 		Steps: []Step{{R: 5, Op: OpBill, Channel: Alipay, Day: 0}, {R: 5, Op: OpBill, Channel: Alipay, Day: 1}}},
+	// Issue 22, orders in other currencies: each passes only if Stripe's units, ISO 4217's and
+	// the attempts' currency rule are all applied where they belong (TestMoneyFaultIsCaught
+	// shows the first two cases fail when Stripe's units are not).
+	//
+	// ISK, which Stripe counts in hundredths: the payment, two refunds (charge.refunded listing
+	// them, then refund.created each), the bill of the day; the order made without stock.
+	{Name: "isk paid and refunded on stripe", History: History{Seed: 20, AmountFen: 1500, Currency: "ISK", Origin: OriginStockless,
+		Attempts: []Attempt{{Channel: Stripe, Outcome: Paid, At: 10 * time.Hour, RefundList: true}},
+		Refunds:  []Refund{{Attempt: 0, Fen: 500, At: 20 * time.Hour}, {Attempt: 0, Fen: 1000, At: 30 * time.Hour}}},
+		Steps: []Step{{R: 2, Op: OpDeliver, N: 0}, {R: 3, Op: OpDeliver, N: 1}, {R: 3, Op: OpDeliver, N: 2}, {R: 4, Op: OpDeliver, N: 3},
+			{R: 5, Op: OpBill, Channel: Stripe, Day: 1}}},
+	// MGA, which Stripe counts in whole ariary: the payment's notification lost, found by the
+	// trade query; a refund found by the query too, then notified; the order has a
+	// merchant_order_id.
+	{Name: "mga paid and refunded, found by queries", History: History{Seed: 21, AmountFen: 250000, Currency: "MGA", Origin: OriginMerchantID,
+		Attempts: []Attempt{{Channel: Stripe, Outcome: Paid, At: 10 * time.Hour}},
+		Refunds:  []Refund{{Attempt: 0, Fen: 100000, At: 20 * time.Hour}}},
+		Steps: []Step{{R: 2, Op: OpQuery, N: 0}, {R: 4, Op: OpQuery, N: 0}, {R: 4, Op: OpDeliver, N: 1}, {R: 6, Op: OpBill, Channel: Stripe, Day: 0}}},
+	// JPY from a stock in JPY: the Alipay attempt is refused, the Stripe Checkout payment and
+	// its refund are applied, and Alipay is asked all the same.
+	{Name: "jpy from stock, alipay refused", History: History{Seed: 22, AmountFen: 4900, Currency: "JPY", Origin: OriginStock,
+		Attempts: []Attempt{{Channel: Alipay, Outcome: Open, At: 5 * time.Hour, Absent: true, Refused: true},
+			{Channel: Stripe, Outcome: Paid, At: 10 * time.Hour, Checkout: true}},
+		Refunds: []Refund{{Attempt: 1, Fen: 4900, At: 20 * time.Hour}}},
+		Steps: []Step{{R: 1, Op: OpQuery, N: 0}, {R: 2, Op: OpDeliver, N: 0}, {R: 2, Op: OpDeliver, N: 1}, {R: 3, Op: OpDeliver, N: 2},
+			{R: 3, Op: OpDeliver, N: 3}, {R: 3, Op: OpBill, Channel: Stripe, Day: 0}}},
+	// KWD without stock: WeChat refused, the Stripe PaymentIntent canceled; Stripe's answer
+	// closes the order, which the refused attempt does not hold open.
+	{Name: "kwd, wechat refused, stripe closed", History: History{Seed: 23, AmountFen: 12345, Currency: "KWD", Origin: OriginStockless,
+		Attempts: []Attempt{{Channel: WeChat, Outcome: Open, At: 5 * time.Hour, Absent: true, Refused: true},
+			{Channel: Stripe, Outcome: Closed, At: 10 * time.Hour}}},
+		Steps: []Step{{R: 2, Op: OpDeliver, N: 0}, {R: 3, Op: OpQuery, N: 1}, {R: 3, Op: OpQuery, N: 0}}},
+	// USD whose only attempt, on UnionPay, is refused: nothing happens, the order waits.
+	{Name: "usd, every attempt refused", History: History{Seed: 24, AmountFen: 1999, Currency: "USD", Origin: OriginMerchantID,
+		Attempts: []Attempt{{Channel: UnionPay, Outcome: Open, At: 5 * time.Hour, Absent: true, Refused: true}}},
+		Steps: []Step{{R: 2, Op: OpQuery, N: 0}, {R: 3, Op: OpPurge}, {R: 3, Op: OpRestart, Flush: true}}},
 }
 
 // TestLedgerRegressions runs every scripted history alone.
@@ -93,5 +133,48 @@ func TestLedgerRegressions(t *testing.T) {
 				t.Errorf("%s: %s", f.category, f.detail)
 			}
 		})
+	}
+}
+
+// TestMoneyFaultIsCaught shows the check sees a Stripe amount off by the factor between Stripe's
+// units and ISO 4217's: Stripe here states ISK and MGA amounts in their ISO 4217 minor units, as
+// if paygw's reading of them (channels/stripe fromStripe) had lost its rule. The payment then
+// differs from the order by a factor of 100: an AMOUNT_MISMATCH anomaly, and the order, which
+// the history says is paid, stays WAIT_PAY. The same scripts pass in TestLedgerRegressions.
+func TestMoneyFaultIsCaught(t *testing.T) {
+	w := newWorld(t)
+	w.signers.StripeUnits = func(amount int64, code string) (int64, bool) { return amount, money.Valid(code) }
+	for _, name := range []string{"isk paid and refunded on stripe", "mga paid and refunded, found by queries"} {
+		t.Run(name, func(t *testing.T) {
+			i := slices.IndexFunc(regressions, func(sc Script) bool { return sc.Name == name })
+			if i < 0 {
+				t.Fatalf("no regression %q", name)
+			}
+			caught := false
+			for _, f := range w.replay(regressions[i], nil) {
+				t.Logf("%s: %s", f.category, f.detail)
+				caught = caught || f.category == "final: status WAIT_PAY, want PAID" && strings.Contains(f.detail, "AMOUNT_MISMATCH stripe")
+			}
+			if !caught {
+				t.Errorf("the check saw no AMOUNT_MISMATCH keeping the order unpaid")
+			}
+		})
+	}
+}
+
+// TestRefusedAttemptCheck shows the check sees an attempt recorded on a channel that should have
+// refused the order's currency: the history claims Stripe refuses USD, the real Stripe takes it.
+func TestRefusedAttemptCheck(t *testing.T) {
+	w := newWorld(t)
+	sc := Script{Name: "stripe claimed to refuse usd", History: History{Seed: 25, AmountFen: 1000, Currency: "USD", Origin: OriginStockless,
+		Attempts: []Attempt{{Channel: Stripe, Outcome: Open, At: 5 * time.Hour, Absent: true, Refused: true}}}}
+	var got []string
+	for _, f := range w.replay(sc, nil) {
+		got = append(got, f.category)
+	}
+	for _, want := range []string{"attempt: a channel took a currency it refuses", "final: the attempts recorded"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("failures %q, want %q among them", got, want)
+		}
 	}
 }

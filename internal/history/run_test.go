@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/paygw/paygw/money"
 	"github.com/paygw/paygw/simulate"
 )
 
@@ -111,8 +112,12 @@ func (e *execution) parallel(fn func(m *member)) {
 func (e *execution) run() {
 	e.timed("orders", func() {
 		e.parallel(func(m *member) {
-			if err := e.w.newOrder(m.h, m.ids, e.base); err != nil {
+			taken, err := e.w.newOrder(m.h, &m.ids, e.base)
+			if err != nil {
 				m.fail("setup", "creating the order: %v", err)
+			}
+			if len(taken) > 0 {
+				m.fail("attempt: a channel took a currency it refuses", "%s attempts recorded for an order in %s", taken, m.h.Code())
 			}
 		})
 	})
@@ -145,7 +150,7 @@ func (e *execution) happen(r int) {
 	ctx := context.Background()
 	for _, m := range e.members {
 		for i := range m.h.Attempts {
-			if t, ok := FakeTrade(m.h, m.ids, e.base, i, roundEnd(r)); ok {
+			if t, ok := FakeTrade(m.h, m.ids, e.base, i, roundEnd(r), e.w.signers.StripeUnits); ok {
 				if _, err := e.w.fake.Add(ctx, t); err != nil {
 					m.fail("setup", "fake channel: %v", err)
 				}
@@ -448,6 +453,25 @@ func (e *execution) billDays() []BillDay {
 	return out
 }
 
+// money is the final check of the order's money: its amount and currency are the history's,
+// and the attempts recorded are the ones whose channel takes the currency, every one of them.
+func (e *execution) money(m *member, b *books) {
+	if b.AmountFen != m.h.AmountFen || b.Currency != m.h.Code() {
+		m.fail("final: the order's amount or currency", "the order asks %s, the history %s (books: %s)", money.Format(b.AmountFen, b.Currency),
+			money.Format(m.h.AmountFen, m.h.Code()), b)
+	}
+	var want []string
+	for _, a := range m.h.Attempts {
+		if !a.Refused {
+			want = append(want, a.Channel)
+		}
+	}
+	slices.Sort(want)
+	if !slices.Equal(b.Attempts, want) {
+		m.fail("final: the attempts recorded", "attempts on %v, want %v (refused in %s: the others) (books: %s)", b.Attempts, want, m.h.Code(), b)
+	}
+}
+
 // final compares the books with the oracle, then re-runs every bill day and compares its
 // classes, and the books again (a re-run changes nothing).
 func (e *execution) final() {
@@ -460,6 +484,7 @@ func (e *execution) final() {
 	for _, m := range e.members {
 		b := bs[m.ids.TradeNo]
 		e.say("final books: %s", b)
+		e.money(m, b)
 		holder := slices.Index(m.ids.Txn, b.Txn)
 		if b.Txn == "" {
 			holder = -1

@@ -203,7 +203,8 @@ func (h History) GoString() string {
 		for _, f := range []struct {
 			name string
 			on   bool
-		}{{"Absent", a.Absent}, {"Checkout", a.Checkout}, {"RefundList", a.RefundList}, {"GBK", a.GBK}, {"CloseNotify", a.CloseNotify}} {
+		}{{"Absent", a.Absent}, {"Checkout", a.Checkout}, {"RefundList", a.RefundList}, {"GBK", a.GBK}, {"CloseNotify", a.CloseNotify},
+			{"Refused", a.Refused}} {
 			if f.on {
 				fmt.Fprintf(&b, ", %s: true", f.name)
 			}
@@ -218,7 +219,14 @@ func (h History) GoString() string {
 		}
 		b.WriteString("}, ")
 	}
-	b.WriteString("}}")
+	b.WriteString("}")
+	if h.Currency != "" {
+		fmt.Fprintf(&b, ", Currency: %q", h.Currency)
+	}
+	if h.Origin != OriginInsert {
+		fmt.Fprintf(&b, ", Origin: %s", originConst[h.Origin])
+	}
+	b.WriteString("}")
 	return b.String()
 }
 
@@ -250,6 +258,7 @@ func (s Step) GoString() string {
 var (
 	channelConst = map[string]string{Alipay: "Alipay", WeChat: "WeChat", Stripe: "Stripe", UnionPay: "UnionPay"}
 	outcomeConst = map[Outcome]string{Paid: "Paid", Closed: "Closed", Open: "Open"}
+	originConst  = map[Origin]string{OriginStock: "OriginStock", OriginStockless: "OriginStockless", OriginMerchantID: "OriginMerchantID"}
 	opConst      = map[Op]string{OpDeliver: "OpDeliver", OpQuery: "OpQuery", OpBill: "OpBill", OpPurge: "OpPurge", OpRestart: "OpRestart"}
 	variantConst = map[Variant]string{BillTruncated: "BillTruncated", BillUntrusted: "BillUntrusted", BillInvented: "BillInvented",
 		BillWrongDay: "BillWrongDay"}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -29,6 +30,7 @@ import (
 	"github.com/paygw/paygw/handlers"
 	"github.com/paygw/paygw/identity"
 	"github.com/paygw/paygw/internal/testenv"
+	"github.com/paygw/paygw/money"
 	"github.com/paygw/paygw/orders"
 	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/reconcile"
@@ -213,20 +215,14 @@ func (w *world) purge() error {
 	return err
 }
 
-// newOrder inserts a WAIT_PAY order made before the history's first event, and records its
-// attempts through the API as the order service does.
-func (w *world) newOrder(h History, ids IDs, base time.Time) error {
-	ctx := context.Background()
-	err := w.db.InTx(ctx, func(tx *repository.Tx) error {
-		return tx.InsertOrder(ctx, payment.Order{TradeNo: ids.TradeNo, UserID: 1, SKU: "HISTORY", Num: 1, AmountFen: h.AmountFen,
-			Currency: "CNY", CreateTime: base.Add(-time.Hour).UTC()}, "", "", "")
-	})
-	if err != nil {
-		return err
+// newOrder makes the history's order as its Origin says, before the history's first event, and
+// records its attempts through the API as the order service does. An order the API creates gets
+// its trade_no there: ids.TradeNo becomes it. The attempts on channels that refuse the order's
+// currency must be refused (400), the others recorded (201).
+func (w *world) newOrder(h History, ids *IDs, base time.Time) (refusedTaken []string, err error) {
+	if err := w.createOrder(h, ids, base); err != nil {
+		return nil, err
 	}
-	w.mu.RLock()
-	url := w.proc.srv.URL
-	w.mu.RUnlock()
 	for i, a := range h.Attempts {
 		ref := ""
 		switch {
@@ -236,20 +232,86 @@ func (w *world) newOrder(h History, ids IDs, base time.Time) error {
 			ref = base.Add(-time.Hour).In(bills.ChinaTime).Format("20060102150405")
 		}
 		body := fmt.Sprintf(`{"channel":%q,"channel_ref":%q}`, a.Channel, ref)
-		req, _ := http.NewRequest("POST", url+"/v1/orders/"+ids.TradeNo+"/attempts", strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+w.token)
-		req.Header.Set("Content-Type", "application/json")
-		res, err := w.client.Do(req)
-		if err != nil {
-			return err
-		}
-		b, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		if res.StatusCode != http.StatusCreated {
-			return fmt.Errorf("attempt %s: %d %s", a.Channel, res.StatusCode, b)
+		code, b, err := w.call("POST", "/v1/orders/"+ids.TradeNo+"/attempts", body, "")
+		switch {
+		case err != nil:
+			return nil, err
+		case a.Refused && code == http.StatusCreated:
+			refusedTaken = append(refusedTaken, a.Channel)
+		case a.Refused && code != http.StatusBadRequest:
+			return nil, fmt.Errorf("attempt %s in %s: %d %s, want 400", a.Channel, h.Code(), code, b)
+		case !a.Refused && code != http.StatusCreated:
+			return nil, fmt.Errorf("attempt %s: %d %s", a.Channel, code, b)
 		}
 	}
+	return refusedTaken, nil
+}
+
+// createOrder makes the order: inserted (OriginInsert), or created by POST /v1/orders from a
+// stock of its own (put in the order's currency first) or without stock, and then checked as the
+// create answered it: the history's amount and currency, WAIT_PAY.
+func (w *world) createOrder(h History, ids *IDs, base time.Time) error {
+	var body string
+	switch h.Origin {
+	case OriginInsert:
+		ctx := context.Background()
+		return w.db.InTx(ctx, func(tx *repository.Tx) error {
+			return tx.InsertOrder(ctx, payment.Order{TradeNo: ids.TradeNo, UserID: 1, SKU: "HISTORY", Num: 1, AmountFen: h.AmountFen,
+				Currency: h.Code(), CreateTime: base.Add(-time.Hour).UTC()}, "", "", "")
+		})
+	case OriginStock:
+		sku := ids.TradeNo // one stock per history
+		stock := fmt.Sprintf(`{"num":1,"price_fen":%d,"currency":%q}`, h.AmountFen, h.Code())
+		if code, b, err := w.call("PUT", "/v1/stock/"+sku, stock, ""); err != nil || code != http.StatusOK {
+			return fmt.Errorf("stock %s: %d %s %v", sku, code, b, err)
+		}
+		body = fmt.Sprintf(`{"user_id":1,"sku":%q,"num":1}`, sku)
+	case OriginStockless:
+		body = fmt.Sprintf(`{"user_id":1,"amount_fen":%d,"currency":%q}`, h.AmountFen, h.Code())
+	case OriginMerchantID:
+		body = fmt.Sprintf(`{"user_id":1,"amount_fen":%d,"currency":%q,"merchant_order_id":%q}`, h.AmountFen, h.Code(), "M-"+ids.TradeNo)
+	}
+	code, b, err := w.call("POST", "/v1/orders", body, ids.TradeNo)
+	if err != nil || code != http.StatusCreated {
+		return fmt.Errorf("create %s: %d %s %v", body, code, b, err)
+	}
+	var o struct {
+		TradeNo    string `json:"trade_no"`
+		AmountFen  int64  `json:"amount_fen"`
+		Currency   string `json:"currency"`
+		MerchantID string `json:"merchant_order_id"`
+		Status     string `json:"status"`
+	}
+	if err := json.Unmarshal(b, &o); err != nil {
+		return fmt.Errorf("create: %v in %s", err, b)
+	}
+	if o.AmountFen != h.AmountFen || o.Currency != h.Code() || o.Status != StatusWaitPay ||
+		(o.MerchantID != "") != (h.Origin == OriginMerchantID) {
+		return fmt.Errorf("create %s answered %s", body, b)
+	}
+	ids.TradeNo = o.TradeNo
 	return nil
+}
+
+// call sends an API call as the order service does (its token; key, when set, as the
+// Idempotency-Key) and reads the answer.
+func (w *world) call(method, path, body, key string) (code int, answer []byte, err error) {
+	w.mu.RLock()
+	url := w.proc.srv.URL
+	w.mu.RUnlock()
+	req, _ := http.NewRequest(method, url+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+w.token)
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	res, err := w.client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer res.Body.Close()
+	answer, err = io.ReadAll(res.Body)
+	return res.StatusCode, answer, err
 }
 
 // deliver signs message n afresh and posts it to the channel's notify_url; acked reports the
@@ -337,19 +399,24 @@ type books struct {
 	Channel     string
 	Txn         string
 	RefundedFen int64
+	AmountFen   int64
+	Currency    string
 	Anomalies   []string // "KIND channel txn", sorted
 	Refunds     string   // the ledger rows of its payments: "kind:status:amount" each, sorted
+	Attempts    []string // the channels of its attempts the order service recorded (not reconcile's implicit ones), sorted
 }
 
 func (b books) String() string {
-	return fmt.Sprintf("%s %s %s refunded %d, anomalies %v, refunds [%s]", b.Status, b.Channel, b.Txn, b.RefundedFen, b.Anomalies, b.Refunds)
+	return fmt.Sprintf("%s %s %s %s refunded %d, anomalies %v, refunds [%s], attempts %v", money.Format(b.AmountFen, b.Currency),
+		b.Status, b.Channel, b.Txn, b.RefundedFen, b.Anomalies, b.Refunds, b.Attempts)
 }
 
-// order reads the order row alone: what the check after every step needs.
+// order reads the order row alone: what the check after every step needs (no anomalies,
+// refund rows or attempts).
 func (w *world) order(tradeNo string) (*books, error) {
 	var b books
-	err := w.sqlDB.QueryRow(`SELECT status, COALESCE(channel, ''), COALESCE(channel_txn_id, ''), refunded_fen FROM orders
-		WHERE trade_no = ?`, tradeNo).Scan(&b.Status, &b.Channel, &b.Txn, &b.RefundedFen)
+	err := w.sqlDB.QueryRow(`SELECT status, COALESCE(channel, ''), COALESCE(channel_txn_id, ''), refunded_fen, amount_fen, currency
+		FROM orders WHERE trade_no = ?`, tradeNo).Scan(&b.Status, &b.Channel, &b.Txn, &b.RefundedFen, &b.AmountFen, &b.Currency)
 	return &b, err
 }
 
@@ -370,15 +437,15 @@ func (w *world) read(members []*member) (map[string]*books, error) {
 		}
 	}
 	in := func(n int) string { return strings.TrimSuffix(strings.Repeat("?,", n), ",") }
-	rows, err := w.sqlDB.QueryContext(ctx, `SELECT trade_no, status, COALESCE(channel, ''), COALESCE(channel_txn_id, ''), refunded_fen
-		FROM orders WHERE trade_no IN (`+in(len(tradeNos))+`)`, tradeNos...)
+	rows, err := w.sqlDB.QueryContext(ctx, `SELECT trade_no, status, COALESCE(channel, ''), COALESCE(channel_txn_id, ''), refunded_fen,
+		amount_fen, currency FROM orders WHERE trade_no IN (`+in(len(tradeNos))+`)`, tradeNos...)
 	if err != nil {
 		return nil, err
 	}
 	for rows.Next() {
 		var tn string
 		var b books
-		if err := rows.Scan(&tn, &b.Status, &b.Channel, &b.Txn, &b.RefundedFen); err != nil {
+		if err := rows.Scan(&tn, &b.Status, &b.Channel, &b.Txn, &b.RefundedFen, &b.AmountFen, &b.Currency); err != nil {
 			rows.Close()
 			return nil, err
 		}
@@ -396,6 +463,19 @@ func (w *world) read(members []*member) (map[string]*books, error) {
 			return nil, err
 		}
 		out[tn].Anomalies = append(out[tn].Anomalies, kind+" "+ch+" "+txn)
+	}
+	rows.Close()
+	if rows, err = w.sqlDB.QueryContext(ctx, `SELECT trade_no, channel FROM payment_attempt WHERE trade_no IN (`+in(len(tradeNos))+`)
+		AND implicit = 0 ORDER BY trade_no, channel`, tradeNos...); err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var tn, ch string
+		if err := rows.Scan(&tn, &ch); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		out[tn].Attempts = append(out[tn].Attempts, ch)
 	}
 	rows.Close()
 	for _, ch := range Channels {
