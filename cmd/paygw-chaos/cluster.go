@@ -59,17 +59,24 @@ func (r *replica) start(ctx context.Context) error {
 	r.starts++
 	r.mu.Unlock()
 
+	return waitAnswers(ctx, fmt.Sprintf("replica %d", r.n), r.url()+"/healthz", 15*time.Second, cmd, done, r.logPath)
+}
+
+// waitAnswers waits until url answers 200, at most within, for a process just started as cmd
+// (done closes when it exits): its exit first, or the time running out, is an error naming what
+// and its log.
+func waitAnswers(ctx context.Context, what, url string, within time.Duration, cmd *exec.Cmd, done <-chan struct{}, logPath string) error {
 	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(within)
 	for {
 		select {
 		case <-done:
-			return fmt.Errorf("replica %d exited with %d before answering /healthz (log %s)", r.n, cmd.ProcessState.ExitCode(), r.logPath)
+			return fmt.Errorf("%s exited with %d before answering %s (log %s)", what, cmd.ProcessState.ExitCode(), url, logPath)
 		case <-ctx.Done():
 			return ctx.Err()
 		default:
 		}
-		if res, err := client.Get(r.url() + "/healthz"); err == nil {
+		if res, err := client.Get(url); err == nil {
 			_, _ = io.Copy(io.Discard, res.Body)
 			_ = res.Body.Close() // only the status matters
 			if res.StatusCode == http.StatusOK {
@@ -77,7 +84,7 @@ func (r *replica) start(ctx context.Context) error {
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("replica %d: /healthz not 200 within 15s (log %s)", r.n, r.logPath)
+			return fmt.Errorf("%s: %s not 200 within %s (log %s)", what, url, within, logPath)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

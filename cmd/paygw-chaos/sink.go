@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -78,28 +76,7 @@ func (s *sinkProc) start(ctx context.Context) error {
 	s.cmd, s.done = cmd, done
 	s.mu.Unlock()
 
-	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		select {
-		case <-done:
-			return fmt.Errorf("webhook sink exited with %d before answering (log %s)", cmd.ProcessState.ExitCode(), s.logPath)
-		case <-ctx.Done():
-			return ctx.Err()
-		default:
-		}
-		if res, err := client.Get(s.url() + "/stats"); err == nil {
-			_, _ = io.Copy(io.Discard, res.Body)
-			_ = res.Body.Close() // only the status matters
-			if res.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("webhook sink: /stats not 200 within 10s (log %s)", s.logPath)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return waitAnswers(ctx, "webhook sink", s.url()+"/stats", 10*time.Second, cmd, done, s.logPath)
 }
 
 // signal sends sig and waits (at most 10 s) for the exit.
