@@ -17,7 +17,7 @@
 # With --cluster: CHAOS_GALERA_PORT (3321..3323; group communication, IST and SST ports follow)
 # and CHAOS_REDIS_CLUSTER_PORT (7201..7206), started by scripts/galera.sh and
 # scripts/redis-cluster.sh and stopped on exit, so the tests' clusters (3311, 7101) are never touched.
-# CHAOS_TIMEOUT bounds the whole run (seconds; 180 short, 900 full; 360 and 1200 with --cluster). PAYGW_BIN uses a given
+# CHAOS_TIMEOUT bounds the whole run (seconds; 300 short, 900 full; 480 and 1200 with --cluster). PAYGW_BIN uses a given
 # binary instead of building ./cmd/paygw. CHAOS_KEEP=1 keeps the work directory.
 # Extra arguments go to paygw-chaos (see go run ./cmd/paygw-chaos --help).
 set -euo pipefail
@@ -38,9 +38,9 @@ done
 
 MYSQL_PORT="${CHAOS_MYSQL_PORT:-3407}"
 REDIS_PORT="${CHAOS_REDIS_PORT:-6479}"
-if [ -n "$SHORT" ]; then TIMEOUT="${CHAOS_TIMEOUT:-180}"; else TIMEOUT="${CHAOS_TIMEOUT:-900}"; fi
+if [ -n "$SHORT" ]; then TIMEOUT="${CHAOS_TIMEOUT:-300}"; else TIMEOUT="${CHAOS_TIMEOUT:-900}"; fi
 if [ -n "$CLUSTER" ]; then
-  if [ -n "$SHORT" ]; then TIMEOUT="${CHAOS_TIMEOUT:-360}"; else TIMEOUT="${CHAOS_TIMEOUT:-1200}"; fi
+  if [ -n "$SHORT" ]; then TIMEOUT="${CHAOS_TIMEOUT:-480}"; else TIMEOUT="${CHAOS_TIMEOUT:-1200}"; fi
   export GALERA_PORT="${CHAOS_GALERA_PORT:-3321}" # galera.sh derives its other ports from it
   export REDIS_CLUSTER_PORT="${CHAOS_REDIS_CLUSTER_PORT:-7201}"
   ARGS+=(--galera scripts/galera.sh --galera-port "$GALERA_PORT" --redis-cluster-port "$REDIS_CLUSTER_PORT")

@@ -87,7 +87,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.stormOrders, "storm-orders", 0, "orders in the storm (default 10000, 1000 with --short)")
 	fs.IntVar(&o.orders, "orders", 0, "orders per fault phase (default 10000, 1000 with --short)")
 	fs.DurationVar(&o.loadFor, "load-for", 0, "how long each fault phase releases its orders (default 25s, 5s with --short)")
-	fs.DurationVar(&o.phaseLimit, "phase-limit", 0, "deadline of each phase (default 150s, 60s with --short)")
+	fs.DurationVar(&o.phaseLimit, "phase-limit", 0, "deadline of each phase (default 150s, 120s with --short)")
 	fs.DurationVar(&o.guardTTL, "guard-ttl", 30*time.Second, "idempotency.redis_ttl of the replicas (the shipped default; the trade guard is capped at 10s)")
 	fs.StringVar(&o.doc, "doc", "", "write the figures into this markdown file between the chaos markers")
 	fs.BoolVar(&o.cluster, "cluster", false, "run on a Galera cluster and a Redis Cluster (replica i writes to node i+1)")
@@ -110,7 +110,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	def(&o.stormOrders, 10000, 1000)
 	def(&o.orders, 10000, 1000)
 	defd(&o.loadFor, 25*time.Second, 5*time.Second)
-	defd(&o.phaseLimit, 150*time.Second, 60*time.Second)
+	defd(&o.phaseLimit, 150*time.Second, 120*time.Second)
 	if o.work == "" {
 		return errors.New("--work DIR is required")
 	}
