@@ -286,6 +286,7 @@ func (b *bench) run(ctx context.Context) error {
 		{[]string{"growth"}, b.growth},
 		{nil, b.purge},
 		{[]string{"delivery"}, b.deliveries},
+		{[]string{"lookups"}, b.lookups},
 		{nil, b.redisDown},
 	} {
 		if o.wants(ph.subsets...) {

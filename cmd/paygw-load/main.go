@@ -54,6 +54,7 @@ var subsets = map[string][]string{
 	"others":   {"warm", "gwarm", "payonly", "mixpay", "closes", "topay", "refunds"},
 	"delivery": {"warm", "gwarm"},
 	"outbox":   {"warm", "gwarm", "unique", "raw", "warmunseq", "unseq", "rawunseq", "warmb", "uniqueb"},
+	"lookups":  {"warm", "gwarm"},
 }
 
 // wants reports whether the run includes one of the subsets named.
@@ -104,7 +105,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&o.keepDB, "keep-db", os.Getenv("BENCH_KEEP_DB") == "1", "keep the bench's databases afterwards; the next run with it uses a kept growth table again (env BENCH_KEEP_DB=1)")
 	growth := fs.Float64("growth-rows", 0, "rows in idempotent_record for the growth scenario (default 10 M x BENCH_SCALE)")
 	fs.StringVar(&o.only, "only", os.Getenv("BENCH_ONLY"), "run one subset: "+strings.Join(slices.Sorted(maps.Keys(subsets)), ", ")+" (env BENCH_ONLY; default all)")
-	dbName := fs.String("db", benchDB, "the bench's database (dropped and created; the growth table is in NAME_growth, the outbox's variants in NAME_unseq and NAME_b, the webhook drains in NAME_hooks)")
+	dbName := fs.String("db", benchDB, "the bench's database (dropped and created; the growth table is in NAME_growth, the outbox's variants in NAME_unseq and NAME_b, the webhook drains in NAME_hooks, the lookups in NAME_lookup)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -112,6 +113,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--db %q: want a lower-case name of at most 41 characters of [a-z0-9_]", *dbName)
 	}
 	benchDB, growthDB, unseqDB, bDB, hooksDB = *dbName, *dbName+"_growth", *dbName+"_unseq", *dbName+"_b", *dbName+"_hooks"
+	lookupDB = *dbName + "_lookup"
 	if _, ok := subsets[o.only]; !ok && o.only != "" {
 		return fmt.Errorf("--only %q: the subsets are %s", o.only, strings.Join(slices.Sorted(maps.Keys(subsets)), ", "))
 	}

@@ -79,7 +79,7 @@ func (a *admin) migrate(ctx context.Context, name string) error {
 func (a *admin) drop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	for _, name := range []string{benchDB, growthDB, unseqDB, bDB, hooksDB} {
+	for _, name := range []string{benchDB, growthDB, unseqDB, bDB, hooksDB, lookupDB} {
 		_, _ = a.db.ExecContext(ctx, "DROP DATABASE IF EXISTS "+name)
 	}
 }
