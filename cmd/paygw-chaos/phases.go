@@ -202,7 +202,8 @@ func (c *chaos) replicaKill(ctx context.Context) (*figures, error) {
 }
 
 // groupKill: payments as fast as the replicas take them, 96 in flight, so that they queue into
-// group transactions (group apply); a replica SIGKILLed every 700 ms with its groups in MySQL.
+// group transactions (group apply); a replica SIGKILLed every 700 ms with its groups in MySQL,
+// for 2 x --load-for.
 // Three times the phase's orders: at full speed they last about as long as the others' load.
 func (c *chaos) groupKill(ctx context.Context) (*figures, error) {
 	f, err := c.newFigures(ctx, "group-kill", "CXGK", 3*c.o.orders, 1, "full load (groups in flight), a replica SIGKILLed every 700 ms, restarted at once")
@@ -216,7 +217,10 @@ func (c *chaos) groupKill(ctx context.Context) (*figures, error) {
 		c.sender.load(ctx, f.st, f.orders, f.dups, 0, 96)
 		close(done)
 	}()
-	k, err := c.killReplicas(ctx, done, 300*time.Millisecond, 700*time.Millisecond, time.Now().Add(time.Minute))
+	// Kills for twice the other phases' release time (10 s short, 50 s full): the first pass of
+	// the load is over by then, and every kill after it only stretches the redeliveries' tail
+	// (UnionPay's compressed schedule waits up to 12.5 s a step).
+	k, err := c.killReplicas(ctx, done, 300*time.Millisecond, 700*time.Millisecond, time.Now().Add(2*c.o.loadFor))
 	<-done
 	f.took = time.Since(start)
 	if err != nil {
