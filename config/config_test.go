@@ -46,6 +46,7 @@ func wantDefaults() Config {
 		},
 		Journal: Journal{Retention: 9600 * time.Hour},
 		Events:  Events{Retention: 720 * time.Hour},
+		Console: Console{Enabled: true, SessionTTL: 8 * time.Hour},
 		Channels: Channels{
 			Alipay:    Alipay{GatewayURL: "https://openapi.alipay.com/gateway.do"},
 			WeChatPay: WeChatPay{APIBaseURL: "https://api.mch.weixin.qq.com"},
