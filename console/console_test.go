@@ -39,9 +39,13 @@ type seeded struct {
 func seed(g *gateway) seeded {
 	g.t.Helper()
 	s := seeded{user: 4200 + time.Now().UnixNano()%1000, merchant: "shop-" + testenv.Random(4)}
+	if err := g.db.EnsureWebhookEndpoint(ctx(), webhookEndpoint, "http://127.0.0.1:9/webhooks", time.Now()); err != nil {
+		g.t.Fatal(err)
+	}
 	s.paid = g.createOrder(s.user, 1999, s.merchant)
 	s.txn = "2026" + testenv.Random(8)
 	g.notifyAlipay(simulate.AlipayPayment{TradeNo: s.paid, AlipayTxn: s.txn, AmountFen: 1999, Subject: hostileSubject})
+	deliver(g, s.paid)
 
 	s.anomalyOrder = g.createOrder(s.user, 500, "")
 	g.notifyAlipay(simulate.AlipayPayment{TradeNo: s.anomalyOrder, AlipayTxn: "2026" + testenv.Random(8), AmountFen: 1, Subject: hostileSubject})
@@ -75,6 +79,47 @@ func seed(g *gateway) seeded {
 		g.t.Fatal(err)
 	}
 	return s
+}
+
+// webhookEndpoint is the merchant's endpoint seed delivers the paid order's event to.
+const webhookEndpoint = "fulfil"
+
+// deliver does what the webhook dispatcher does with an order's events, through the same
+// repository calls: number them, fan them out to the endpoint, and record one answered attempt.
+func deliver(g *gateway, tradeNo string) {
+	g.t.Helper()
+	now := time.Now().UTC()
+	if _, err := g.db.SequenceEvents(ctx(), 100); err != nil {
+		g.t.Fatal(err)
+	}
+	evs, err := g.db.EventsAfter(ctx(), 0, 100)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	cur, err := g.db.WebhookCursor(ctx(), webhookEndpoint, 0)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	var rows []repository.NewDelivery
+	for _, ev := range evs {
+		if ev.TradeNo == tradeNo {
+			rows = append(rows, repository.NewDelivery{Endpoint: webhookEndpoint, Event: ev, Status: repository.DeliveryPending, Due: now})
+		}
+	}
+	if len(rows) != 1 {
+		g.t.Fatalf("%d events of %s, want its order.paid", len(rows), tradeNo)
+	}
+	if err := g.db.FanOut(ctx(), webhookEndpoint, 0, cur, evs[len(evs)-1].Seq, rows); err != nil {
+		g.t.Fatal(err)
+	}
+	due, err := g.db.DueDeliveries(ctx(), 0, []string{webhookEndpoint}, now.Add(time.Second), 10)
+	if err != nil || len(due) != 1 {
+		g.t.Fatalf("due deliveries %+v %v", due, err)
+	}
+	att := repository.WebhookAttempt{DeliveryID: due[0].ID, At: now, StatusCode: 200, LatencyMS: 12}
+	if err := g.db.RecordAttempt(ctx(), due[0], att, repository.DeliveryDelivered, nil, now); err != nil {
+		g.t.Fatal(err)
+	}
 }
 
 // pages lists every console page a logged-in user may ask for, for the seeded books.
@@ -335,6 +380,28 @@ func TestChannelTextEscaped(t *testing.T) {
 		if strings.Contains(p.body, hostileSubject) {
 			t.Errorf("%s holds the hostile text raw", path)
 		}
+	}
+}
+
+// TestOrderPage: an order's page shows why, its facts, its notifications, and its events with
+// their deliveries.
+func TestOrderPage(t *testing.T) {
+	g := newGateway(t)
+	s := seed(g)
+	b := g.browser()
+	b.login(access.Viewer)
+	p := b.get(console.Prefix + "/orders/" + s.paid)
+	for _, want := range []string{`id="why" class="why">Paid through alipay`, "order.paid", webhookEndpoint + ": <b>delivered</b>", "HTTP 200",
+		"TRADE_SUCCESS", "19.99 CNY", s.txn, s.merchant} {
+		if !strings.Contains(p.body, want) {
+			t.Errorf("the order's page lacks %q", want)
+		}
+	}
+	if p := b.get(console.Prefix + "/orders/P0000000000000000000000000000"); p.code != http.StatusNotFound {
+		t.Errorf("an unknown order: %d", p.code)
+	}
+	if p := b.get(console.Prefix + "/orders/" + url.PathEscape("<x>")); p.code != http.StatusNotFound {
+		t.Errorf("a malformed trade_no: %d", p.code)
 	}
 }
 
