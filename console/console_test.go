@@ -141,7 +141,8 @@ func TestNoPageWithoutLogin(t *testing.T) {
 	g := newGateway(t)
 	s := seed(g)
 	b := g.browser()
-	for _, path := range append(s.pages(), console.Prefix, console.Prefix+"/", console.Prefix+"/nothing-here") {
+	for _, path := range append(s.pages(), console.Prefix, console.Prefix+"/", console.Prefix+"/nothing-here",
+		console.Prefix+"/static/", console.Prefix+"/static/other.css") {
 		p := b.get(path)
 		if p.code != http.StatusSeeOther || p.header.Get("Location") != console.Prefix+"/login" {
 			t.Errorf("GET %s without a login: %d to %q, want 303 to the login page", path, p.code, p.header.Get("Location"))

@@ -143,6 +143,8 @@ func randomHex(n int) string {
 // cookie is one of the console's cookies: HttpOnly, SameSite=Strict, scoped to /console, Secure
 // when the request came over TLS (directly or as the proxy says).
 func cookie(name, value string, ttl time.Duration, secure bool) *http.Cookie {
+	// #nosec G124 -- Secure follows the request's scheme: set over TLS, and a plain-HTTP console
+	// (loopback, a test) could not keep a Secure cookie at all.
 	c := &http.Cookie{Name: name, Value: value, Path: "/console", HttpOnly: true, Secure: secure, SameSite: http.SameSiteStrictMode}
 	if ttl > 0 {
 		c.MaxAge = int(ttl / time.Second)

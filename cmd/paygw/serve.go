@@ -31,8 +31,9 @@ import (
 func (a *app) serveCmd() *cobra.Command {
 	c := exits(&cobra.Command{
 		Use:   "serve",
-		Short: "serve the notify_urls and the /v1 API",
-		Long: `Serve the channels' notify_urls and the /v1 API until SIGINT or SIGTERM, then drain the
+		Short: "serve the notify_urls, the /v1 API and the console",
+		Long: `Serve the channels' notify_urls, the /v1 API and the console (/console, unless
+console.enabled is false) until SIGINT or SIGTERM, then drain the
 in-flight requests (http.shutdown_timeout). In the background: the sweeper every minute, the daily
 purge, the outbox's sequencer, the reconcile query job (reconcile.query_interval) and the daily bills (reconcile.bill_at),
 each on one replica at a time. Metrics and pprof are served on admin.addr when it is set.`,
