@@ -14,6 +14,7 @@ import (
 	"github.com/paygw/paygw/access"
 	"github.com/paygw/paygw/money"
 	"github.com/paygw/paygw/payment"
+	"github.com/paygw/paygw/repository"
 )
 
 // pages are the parsed templates: each page is the layout with its own "content" and the
@@ -42,6 +43,17 @@ var funcs = template.FuncMap{
 	"anomalyRows": func(rows []payment.Anomaly, canResolve bool, csrf string) anomalyRows {
 		return anomalyRows{Rows: rows, CanResolve: canResolve, CSRF: csrf}
 	},
+	"discrepancyRow": func(d repository.Discrepancy, csrf string, can map[string]bool) discrepancyRow {
+		return discrepancyRow{Row: d, CSRF: csrf, Can: can}
+	},
+}
+
+// discrepancyRow is what a discrepancy's actions (the "discrepancyActions" template of
+// day.html) read: the row, the session's CSRF token and the user's capabilities.
+type discrepancyRow struct {
+	Row  repository.Discrepancy
+	CSRF string
+	Can  map[string]bool
 }
 
 // anomalyRows is what the anomalies table (partial_anomalies.html) reads: the order page and the
@@ -90,13 +102,12 @@ func (cs *Console) render(c echo.Context, status int, name, title string, data a
 	if u, ok := c.Get(userKey).(user); ok {
 		v.User, v.CSRF = &u, u.csrf
 		v.Can = map[string]bool{
-			"read":             u.can(access.Read),
-			"ask":              u.can(access.ReconcileQuery),
-			"resolve":          u.can(access.AnomaliesResolve),
-			"audit":            u.can(access.AuditRead),
-			"discrepancies":    u.can(access.DiscrepanciesResolve),
-			"signoff":          u.can(access.SignOff),
-			"events.redeliver": u.can(access.EventsRedeliver),
+			"read":          u.can(access.Read),
+			"ask":           u.can(access.ReconcileQuery),
+			"resolve":       u.can(access.AnomaliesResolve),
+			"audit":         u.can(access.AuditRead),
+			"discrepancies": u.can(access.DiscrepanciesResolve),
+			"signoff":       u.can(access.SignOff),
 		}
 	}
 	var b bytes.Buffer
