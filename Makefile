@@ -31,6 +31,7 @@ test: services
 	rm -f .test.secrets .test.log
 	scripts/prometheus.sh
 	scripts/promtool.sh
+	scripts/chromium.sh
 	go test -race -count=1 -timeout 8m -v ./... 2>&1 | tee .test.log | grep -E '^(ok|FAIL|--- FAIL|panic:|\?)'; \
 	  status=$${PIPESTATUS[0]}; \
 	  [ "$$status" = 0 ] || grep -E -B25 '^\s*--- FAIL|^panic:' .test.log | grep -v '^redis: ' | head -300; \

@@ -43,6 +43,47 @@ type Config struct {
 	Journal     Journal     `koanf:"journal"`
 	Webhooks    Webhooks    `koanf:"webhooks"`
 	Events      Events      `koanf:"events"`
+	Console     Console     `koanf:"console"`
+}
+
+// Console is the operators' console under /console on http.addr (console/): a login with an
+// API token opens a session of SessionTTL, in a cookie signed with the key in SessionKeyFile.
+// Without a key file each process signs with a random key of its own: sessions end when it
+// stops, and replicas behind one address do not share them.
+type Console struct {
+	Enabled        bool          `koanf:"enabled"`
+	SessionTTL     time.Duration `koanf:"session_ttl"`
+	SessionKeyFile string        `koanf:"session_key_file"`
+
+	key []byte // SessionKeyFile's key, read by Validate
+}
+
+// SessionKey is the key read from SessionKeyFile (nil without one). Call it after Validate.
+func (c Console) SessionKey() []byte { return c.key }
+
+// minSessionKey is the shortest session key accepted: 32 bytes, as many as the HMAC's output.
+const minSessionKey = 32
+
+// validateConsole reads the session key file and bounds the session's life.
+func (c *Config) validateConsole(bad func(key, format string, args ...any)) {
+	k := &c.Console
+	if k.SessionTTL < time.Minute || k.SessionTTL > 7*24*time.Hour {
+		bad("console.session_ttl", "must be between 1m and 168h, got %s", k.SessionTTL)
+	}
+	if k.SessionKeyFile == "" {
+		return
+	}
+	b, err := os.ReadFile(k.SessionKeyFile) // #nosec G304 -- the operator names the file
+	if err != nil {
+		bad("console.session_key_file", "cannot be read: %v", errors.Unwrap(err))
+		return
+	}
+	key := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+	if len(key) < minSessionKey {
+		bad("console.session_key_file", "must hold at least %d bytes (e.g. openssl rand -hex 32)", minSessionKey)
+		return
+	}
+	k.key = []byte(key)
 }
 
 // Journal is the notification journal: every verified notification and trade-query answer.
@@ -294,6 +335,9 @@ func defaults() map[string]any {
 		"reconcile.local_only_grace":           "48h",
 		"reconcile.bill_at":                    "10:30",
 		"admin.addr":                           "",
+		"console.enabled":                      true,
+		"console.session_ttl":                  "8h",
+		"console.session_key_file":             "",
 		"webhooks.retry_schedule":              DefaultRetrySchedule,
 	}
 }
@@ -450,6 +494,7 @@ func (c *Config) Validate() error {
 	}
 	c.validateChannels(bad)
 	c.validateWebhooks(bad)
+	c.validateConsole(bad)
 	if len(errs) == 0 {
 		return nil
 	}

@@ -46,6 +46,7 @@ func wantDefaults() Config {
 		},
 		Journal: Journal{Retention: 9600 * time.Hour},
 		Events:  Events{Retention: 720 * time.Hour},
+		Console: Console{Enabled: true, SessionTTL: 8 * time.Hour},
 		Channels: Channels{
 			Alipay:    Alipay{GatewayURL: "https://openapi.alipay.com/gateway.do"},
 			WeChatPay: WeChatPay{APIBaseURL: "https://api.mch.weixin.qq.com"},
@@ -265,6 +266,10 @@ channels:
 
 func TestLoadRefuses(t *testing.T) {
 	const secret = "Hunter2Secret"
+	shortKey := filepath.Join(t.TempDir(), "short.key")
+	if err := os.WriteFile(shortKey, []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := map[string]struct {
 		yaml    string
 		environ []string
@@ -537,6 +542,19 @@ auth:
 			want: []string{"channels.alipay.gateway_url", "channels.stripe.api_key", "channels.stripe.api_base_url", "channels.unionpay.query_url"},
 			hide: []string{secret},
 		},
+		"console session_ttl too short": {
+			yaml: "console: {session_ttl: 10s}\n",
+			want: []string{"console.session_ttl", "between 1m and 168h"},
+		},
+		"console session key file missing": {
+			yaml: "console: {session_key_file: /nonexistent/paygw-console.key}\n",
+			want: []string{"console.session_key_file", "cannot be read"},
+		},
+		"console session key too short": {
+			yaml: "console: {session_key_file: " + shortKey + "}\n",
+			want: []string{"console.session_key_file", "at least 32 bytes"},
+			hide: []string{secret},
+		},
 		"mysql dsn without database": {
 			yaml: `mysql: {dsn: "paygw:` + secret + `@tcp(127.0.0.1:3306)/"}` + "\n",
 			want: []string{"mysql.dsn", "database"},
@@ -683,5 +701,24 @@ auth:
 	}
 	if !strings.Contains(out, file) || !strings.Contains(out, "order_service") {
 		t.Errorf("Masked() lacks the token file or the roles: %s", out)
+	}
+}
+
+// TestConsoleKey: the console's session key is the key file's content, without its newline.
+func TestConsoleKey(t *testing.T) {
+	key := strings.Repeat("k", 64)
+	file := filepath.Join(t.TempDir(), "console.key")
+	if err := os.WriteFile(file, []byte(key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(writeConfig(t, "console: {session_key_file: "+file+", session_ttl: 30m}\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(c.Console.SessionKey()) != key || c.Console.SessionTTL != 30*time.Minute {
+		t.Fatalf("session key %q, ttl %s", c.Console.SessionKey(), c.Console.SessionTTL)
+	}
+	if strings.Contains(c.Masked(), key) {
+		t.Fatal("the masked config holds the session key")
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/paygw/paygw/access"
 	"github.com/paygw/paygw/channels"
+	"github.com/paygw/paygw/console"
 	"github.com/paygw/paygw/guard"
 	"github.com/paygw/paygw/metrics"
 	"github.com/paygw/paygw/orders"
@@ -42,6 +43,8 @@ type Config struct {
 	// outbox events (outbox.Sequencer.Changed): it wakes the feed's long polls. Without it they
 	// read the feed again every feedPoll.
 	EventsChanged func() <-chan struct{}
+	// Console, when not nil, serves the operators' console under /console.
+	Console *console.Console
 }
 
 // Token is one API client: its name, its token (Secret) or the token's SHA-256 (Digest, used when
@@ -120,6 +123,9 @@ func (s *Server) Echo() *echo.Echo {
 	v1.GET("/openapi.yaml", s.openAPI)
 	v1.GET("/audit", s.listAudit)
 	s.webhookRoutes(v1)
+	if s.cfg.Console != nil {
+		s.cfg.Console.Routes(e.Group(console.Prefix), consoleTokens{s})
+	}
 	s.routed = map[string]bool{}
 	for _, r := range e.Routes() {
 		s.routed[r.Method+" "+r.Path] = true

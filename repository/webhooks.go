@@ -372,6 +372,31 @@ func (db *DB) Deliveries(ctx context.Context, f DeliveryFilter) ([]WebhookDelive
 	if err := db.x.SelectContext(ctx, &out, q+` ORDER BY id LIMIT ?`, append(args, f.Limit)...); err != nil {
 		return nil, err
 	}
+	return db.withAttempts(ctx, out)
+}
+
+// DeliveriesOf lists the deliveries of one order's events to every endpoint, by id, with their
+// attempts: read through idx_order, which leads with the endpoint, so every endpoint is named.
+func (db *DB) DeliveriesOf(ctx context.Context, tradeNo string) ([]WebhookDelivery, error) {
+	var names []string
+	if err := db.x.SelectContext(ctx, &names, `SELECT name FROM webhook_endpoint`); err != nil || len(names) == 0 {
+		return nil, err
+	}
+	const q = `SELECT id, event_id, type, endpoint, status, next_attempt_at FROM webhook_delivery
+		WHERE endpoint IN (?) AND trade_no = ? ORDER BY id`
+	query, args, err := sqlx.In(q, names, tradeNo)
+	if err != nil {
+		return nil, err
+	}
+	var out []WebhookDelivery
+	if err := db.x.SelectContext(ctx, &out, query, args...); err != nil {
+		return nil, err
+	}
+	return db.withAttempts(ctx, out)
+}
+
+// withAttempts reads the attempts of the deliveries out, oldest first.
+func (db *DB) withAttempts(ctx context.Context, out []WebhookDelivery) ([]WebhookDelivery, error) {
 	if len(out) == 0 {
 		return out, nil
 	}

@@ -85,6 +85,16 @@ func TestWebhookDeliveryStatements(t *testing.T) {
 	if n, err := db.WakeWaiting(ctx, 0, later, 10); err != nil || n != 1 {
 		t.Fatalf("WakeWaiting woke %d, %v; want evt_3", n, err)
 	}
+
+	// One order's deliveries, to every endpoint, with their attempts (the console's order page).
+	of, err := db.DeliveriesOf(ctx, "T2")
+	if err != nil || len(of) != 2 || of[0].EventID != a.EventID || of[1].EventID != b.EventID ||
+		len(of[0].Attempts) != 1 || of[0].Attempts[0].StatusCode != 200 || of[0].Status != repository.DeliveryDelivered || len(of[1].Attempts) != 0 {
+		t.Fatalf("DeliveriesOf(T2) = %+v, %v", of, err)
+	}
+	if of, err := db.DeliveriesOf(ctx, "T1"); err != nil || len(of) != 0 {
+		t.Fatalf("DeliveriesOf(T1) = %+v, %v: its event came before the endpoint", of, err)
+	}
 }
 
 // The purge deletes old attempts and old deliveries that ended; a pending one stays, however old.

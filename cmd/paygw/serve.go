@@ -16,6 +16,7 @@ import (
 	"github.com/paygw/paygw/channels/unionpay"
 	"github.com/paygw/paygw/channels/wechatpay"
 	"github.com/paygw/paygw/config"
+	"github.com/paygw/paygw/console"
 	"github.com/paygw/paygw/delivery"
 	"github.com/paygw/paygw/handlers"
 	"github.com/paygw/paygw/identity"
@@ -30,8 +31,9 @@ import (
 func (a *app) serveCmd() *cobra.Command {
 	c := exits(&cobra.Command{
 		Use:   "serve",
-		Short: "serve the notify_urls and the /v1 API",
-		Long: `Serve the channels' notify_urls and the /v1 API until SIGINT or SIGTERM, then drain the
+		Short: "serve the notify_urls, the /v1 API and the console",
+		Long: `Serve the channels' notify_urls, the /v1 API and the console (/console, unless
+console.enabled is false) until SIGINT or SIGTERM, then drain the
 in-flight requests (http.shutdown_timeout). In the background: the sweeper every minute, the daily
 purge, the outbox's sequencer, the reconcile query job (reconcile.query_interval) and the daily bills (reconcile.bill_at),
 each on one replica at a time. Metrics and pprof are served on admin.addr when it is set.`,
@@ -66,8 +68,17 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	}
 	// The outbox's sequencer: built here because the feed's long polls wait on it.
 	seq := outbox.New(s.db, log)
-	srv := newServer(cfg, s, chs, seq, hooks, met, log)
-	if err := startJobs(ctx, cfg, s, chs, seq, met, log); err != nil {
+	// The channels that can be asked: the query job's, and the console's "ask the channel now".
+	qs, err := queriers(cfg, chs, log)
+	if err != nil {
+		return err
+	}
+	cons, err := newConsole(cfg, s, qs, met, log)
+	if err != nil {
+		return err
+	}
+	srv := newServer(cfg, s, chs, seq, hooks, cons, met, log)
+	if err := startJobs(ctx, cfg, s, chs, qs, seq, met, log); err != nil {
 		return err
 	}
 	wait := serveWebhooks(ctx, hooks, log)
@@ -113,7 +124,8 @@ func logTrustedChain(chs []channels.Channel, log zerolog.Logger) {
 }
 
 // newServer builds the order service and the HTTP handlers over the stores and the channels.
-func newServer(cfg *config.Config, s *stores, chs []channels.Channel, seq *outbox.Sequencer, hooks *delivery.Dispatcher, met *metrics.Metrics, log zerolog.Logger) *handlers.Server {
+func newServer(cfg *config.Config, s *stores, chs []channels.Channel, seq *outbox.Sequencer, hooks *delivery.Dispatcher, cons *console.Console,
+	met *metrics.Metrics, log zerolog.Logger) *handlers.Server {
 	svc := orders.New(s.db, s.guard, orders.Config{
 		Enabled: cfg.Idempotency.Enabled, RedisTTL: cfg.Idempotency.RedisTTL,
 		ReturnOriginalResult: cfg.Idempotency.ReturnOriginalResult,
@@ -126,7 +138,26 @@ func newServer(cfg *config.Config, s *stores, chs []channels.Channel, seq *outbo
 		BodyLimitBytes: cfg.HTTP.BodyLimitBytes, KeyHeader: cfg.Idempotency.KeyHeader, Tokens: apiTokens(cfg, log), Metrics: met,
 		Webhooks:      webhookRoutes(hooks),
 		EventsChanged: seq.Changed,
+		Console:       cons,
 	}, s.db, s.guard, svc, s.applier, chs, log)
+}
+
+// newConsole builds the operators' console (nil when console.enabled is off): its "ask the
+// channel now" runs the query job's one-order run over the channels that can be asked.
+func newConsole(cfg *config.Config, s *stores, qs []channels.Querier, met *metrics.Metrics, log zerolog.Logger) (*console.Console, error) {
+	if !cfg.Console.Enabled {
+		return nil, nil
+	}
+	var asker console.Asker
+	if len(qs) > 0 {
+		job := reconcile.New(s.db, s.applier, qs, reconcileConfig(cfg), log)
+		job.Metrics = met
+		asker = job
+	}
+	if cfg.Console.SessionKeyFile == "" {
+		log.Warn().Msg("console.session_key_file is not set: console logins end when this process stops and are not shared between replicas")
+	}
+	return console.New(console.Config{SessionKey: cfg.Console.SessionKey(), SessionTTL: cfg.Console.SessionTTL}, s.db, s.guard, asker, log)
 }
 
 // followCertificates: WeChat Pay in certificate mode follows the platform-certificate rotation: a
@@ -199,15 +230,12 @@ func adminMux(met *metrics.Metrics) *http.ServeMux {
 }
 
 // startJobs starts serve's background work, each job on one replica at a time by its lease.
-func startJobs(ctx context.Context, cfg *config.Config, s *stores, chs []channels.Channel, seq *outbox.Sequencer, met *metrics.Metrics, log zerolog.Logger) error {
+func startJobs(ctx context.Context, cfg *config.Config, s *stores, chs []channels.Channel, qs []channels.Querier, seq *outbox.Sequencer,
+	met *metrics.Metrics, log zerolog.Logger) error {
 	// The outbox: one replica at a time numbers the committed events in commit order (the feed's
 	// order), and wakes this process's long polls when it did.
 	go seq.Serve(ctx, lease.Holder(""))
 	// The reconciliation job asks the channels about orders whose notification never came.
-	qs, err := queriers(cfg, chs, log)
-	if err != nil {
-		return err
-	}
 	askable := make([]string, len(qs))
 	for i, q := range qs {
 		askable[i] = q.Name()
