@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -20,8 +21,10 @@ import (
 	"github.com/paygw/paygw/simulate"
 )
 
-// screenshots is where the browser test writes a PNG of each page (the README shows two).
-var screenshots = filepath.Join("..", "docs", "console")
+// screenshots is where the browser test writes a PNG of each page: a git-ignored directory, so
+// a test run changes no tracked file. The README's pictures are refreshed with
+// `go test ./console -run Browser -screenshots ../docs/console`.
+var screenshots = flag.String("screenshots", filepath.Join("..", ".screenshots", "console"), "directory for the browser test's PNGs")
 
 // chrome is one headless Debian chromium tab, driven through the DevTools protocol.
 type chrome struct {
@@ -110,17 +113,17 @@ func (c *chrome) count(sel string) int {
 	return eval[int](c, `document.querySelectorAll(`+strconv.Quote(sel)+`).length`)
 }
 
-// screenshot writes the whole page to docs/console/NAME.png.
+// screenshot writes the whole page to NAME.png in -screenshots.
 func (c *chrome) screenshot(name string) {
 	c.t.Helper()
 	png, err := chromedp.Run(c.ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		c.t.Fatalf("screenshot %s: %v", name, err)
 	}
-	if err := os.MkdirAll(screenshots, 0o755); err != nil {
+	if err := os.MkdirAll(*screenshots, 0o755); err != nil {
 		c.t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(screenshots, name+".png"), png, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(*screenshots, name+".png"), png, 0o644); err != nil {
 		c.t.Fatal(err)
 	}
 }
