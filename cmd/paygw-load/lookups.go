@@ -2,12 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"html"
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -22,7 +26,8 @@ var lookupDB = "paygw_bench_lookup"
 
 // The lookups phase: what an on-call reads during a customer's complaint, on a database of
 // lookupOrders orders (x BENCH_SCALE) of which one in lookupPaidEvery was paid through the
-// gateway: GET /v1/orders by each key a complaint comes with, and a window of a day.
+// gateway: GET /v1/orders by each key a complaint comes with, a window of a day, and an order's
+// console page (its "why", attempts, notifications, refunds, anomalies, events, deliveries).
 const (
 	lookupOrders    = 100_000
 	lookupPaidEvery = 5
@@ -74,6 +79,10 @@ func (b *bench) lookups(ctx context.Context) error {
 			})
 		}}
 	}
+	page, err := consoleClient(ctx, gw.url, lookupInFlight)
+	if err != nil {
+		return err
+	}
 	return b.interleave(ctx, rounds,
 		search("search_txn", func(s lookupSample) url.Values { return url.Values{"channel_txn_id": {s.ChannelTxnID}} }),
 		search("search_merchant", func(s lookupSample) url.Values { return url.Values{"merchant_order_id": {s.MerchantOrderID}} }),
@@ -83,6 +92,12 @@ func (b *bench) lookups(ctx context.Context) error {
 			return url.Values{"status": {payment.OrderPaid}, "created_from": {from.Format(time.RFC3339)},
 				"created_to": {from.Add(24 * time.Hour).Format(time.RFC3339)}}
 		}),
+		step{name: "order_page", gw: gw, fn: func(r int) result {
+			part := chunk(samples, r, rounds)
+			return timed(ctx, len(part), lookupInFlight, func(i int) bool {
+				return page.get(ctx, gw.url+"/console/orders/"+url.PathEscape(part[i].TradeNo), "")
+			})
+		}},
 	)
 }
 
@@ -156,13 +171,62 @@ func (b *bench) lookupSamples(ctx context.Context) ([]lookupSample, error) {
 	return s, err
 }
 
-// get asks url with the bearer token and reports whether the answer was 200.
+// consoleClient is a client logged in to the console at base with the bench's token, through
+// the login form as a browser does it: the form's CSRF token, then the session cookie in a jar.
+func consoleClient(ctx context.Context, base string, concurrency int) (*client, error) {
+	c := newClient(concurrency)
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		return nil, err
+	}
+	c.hc.Jar = jar
+	form, err := c.read(ctx, base+"/console/login")
+	if err != nil {
+		return nil, err
+	}
+	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindSubmatch(form)
+	if m == nil {
+		return nil, errors.New("console login: no csrf field in the login form")
+	}
+	resp, err := c.hc.PostForm(base+"/console/login", url.Values{"token": {benchToken}, "csrf": {html.UnescapeString(string(m[1]))}})
+	if err != nil {
+		return nil, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close() // drained; the jar holds the session
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("console login: %s", resp.Status)
+	}
+	return c, nil
+}
+
+// read GETs url and returns the body of a 200 answer.
+func (c *client) read(ctx context.Context, url string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return body, err
+}
+
+// get asks url, with the bearer token unless it is "", and reports whether the answer was 200.
 func (c *client) get(ctx context.Context, url, token string) bool {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return false
 	}
-	req.Header.Set("Authorization", "Bearer "+token)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return false
