@@ -10,22 +10,4 @@ NAME=chromium
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-if command -v chromium >/dev/null 2>&1; then
-  command -v chromium
-  exit 0
-fi
-
-command -v apt-get >/dev/null 2>&1 || die "chromium is missing and apt-get is not available; install it by hand"
-
-install() {
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-    -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold chromium
-}
-log "apt-get install chromium"
-if ! install >/tmp/paygw-chromium-apt.log 2>&1; then
-  log "install failed; apt-get update, then again"
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null || die "apt-get update failed"
-  install >/tmp/paygw-chromium-apt.log 2>&1 || { tail -n 40 /tmp/paygw-chromium-apt.log >&2; die "apt-get install chromium failed"; }
-fi
-command -v chromium >/dev/null 2>&1 || die "installed, but chromium is not on PATH"
-command -v chromium
+apt_install chromium

@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # Functions shared by the scripts that run local servers (services.sh, galera.sh,
-# redis-cluster.sh). Source it after setting NAME (the log prefix), HOST (the address servers
-# listen on) and START_TIMEOUT (seconds a server has to start or stop).
+# redis-cluster.sh) and install tools (prometheus.sh, chromium.sh). Source it after setting
+# NAME (the log prefix), HOST (the address servers listen on) and START_TIMEOUT (seconds a
+# server has to start or stop).
 
 log() { printf '%s: %s\n' "$NAME" "$*" >&2; }
 die() { printf '%s: ERROR: %s\n' "$NAME" "$*" >&2; exit 1; }
@@ -61,4 +62,25 @@ stop_pid() { # name pid
     kill -KILL "$pid" 2>/dev/null || true
     sleep 0.5
   fi
+}
+
+# Installs Debian's package for a command unless the command is on PATH, without recommends
+# and keeping existing config files; apt-get update only if the first install fails. Prints
+# the command's path.
+apt_install() { # command [package]
+  local cmd="$1" pkg="${2:-$1}" aptlog="/tmp/paygw-$1-apt.log"
+  if command -v "$cmd" >/dev/null 2>&1; then command -v "$cmd"; return 0; fi
+  command -v apt-get >/dev/null 2>&1 || die "$cmd is missing and apt-get is not available; install $pkg by hand"
+  _apt_get_install() {
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+      -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "$pkg"
+  }
+  log "apt-get install $pkg"
+  if ! _apt_get_install >"$aptlog" 2>&1; then
+    log "install failed; apt-get update, then again"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null || die "apt-get update failed"
+    _apt_get_install >"$aptlog" 2>&1 || { tail -n 40 "$aptlog" >&2; die "apt-get install $pkg failed"; }
+  fi
+  command -v "$cmd" >/dev/null 2>&1 || die "installed, but $cmd is not on PATH"
+  command -v "$cmd"
 }
