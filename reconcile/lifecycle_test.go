@@ -181,4 +181,3 @@ func TestSignOffAndReopen(t *testing.T) {
 		t.Fatalf("%d reopened events, want 1", n)
 	}
 }
-
