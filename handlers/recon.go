@@ -210,10 +210,3 @@ func cursorOf(c echo.Context) (int64, error) {
 	}
 	return n, nil
 }
-
-func nullable64(v int64, ok bool) *int64 {
-	if !ok {
-		return nil
-	}
-	return &v
-}

@@ -21,12 +21,13 @@ const (
 	// event, so it is applied once whoever applies it first).
 	ActionAcceptChannel = "accept_channel"
 	// The others fit every class and move no money: paygw records the decision only.
-	ActionAcceptLocal      = "accept_local"     // paygw's records are right
-	ActionWriteOff         = "write_off"        // the difference is written off
-	ActionRefundedOffline  = "refunded_offline" // the buyer was refunded outside paygw
-	maxResolveNote         = 512
-	resolveNoteDescription = "1-512 bytes"
+	ActionAcceptLocal     = "accept_local"     // paygw's records are right
+	ActionWriteOff        = "write_off"        // the difference is written off
+	ActionRefundedOffline = "refunded_offline" // the buyer was refunded outside paygw
 )
+
+// maxResolveNote bounds a decision's note (resolve_note is VARCHAR(512)).
+const maxResolveNote = 512
 
 // Actions lists the resolve actions.
 var Actions = []string{ActionAcceptChannel, ActionAcceptLocal, ActionWriteOff, ActionRefundedOffline}
@@ -74,7 +75,7 @@ func CheckResolve(action, note string) error {
 		return fmt.Errorf("%w: action must be one of accept_channel, accept_local, write_off, refunded_offline", ErrBadResolve)
 	}
 	if note == "" || len(note) > maxResolveNote {
-		return fmt.Errorf("%w: note must be %s", ErrBadResolve, resolveNoteDescription)
+		return fmt.Errorf("%w: note must be 1-%d bytes", ErrBadResolve, maxResolveNote)
 	}
 	return nil
 }

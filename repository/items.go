@@ -410,7 +410,7 @@ func (e *OpenError) Error() string {
 	return fmt.Sprintf("%d discrepancies of the day are open: resolve them before signing it off", e.Count)
 }
 
-// ErrNoRuns: a day without a complete run has nothing to sign off.
+// ErrNoRuns is a day without a complete run: nothing to sign off.
 var ErrNoRuns = fmt.Errorf("%w: the day has no complete run", payment.ErrNotFound)
 
 // SignOffDay signs off a channel's day and appends e, the sign-off before and after, in one
