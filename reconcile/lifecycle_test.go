@@ -2,6 +2,7 @@ package reconcile_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -179,5 +180,48 @@ func TestSignOffAndReopen(t *testing.T) {
 	}
 	if n := w.count(`SELECT COUNT(*) FROM event WHERE type = ?`, payment.EventReconciliationReopened); n != 1 {
 		t.Fatalf("%d reopened events, want 1", n)
+	}
+}
+
+// accept_channel on an untrusted run's REFUND_CHANNEL_ONLY puts the refund in the ledger through
+// the refund path, once: a trusted bill of the same line later matches it and refunds nothing more.
+func TestAcceptChannelRefund(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	day := time.Now().UTC().AddDate(0, 0, -9).Truncate(24 * time.Hour)
+	at := day.Add(9 * time.Hour)
+	tn := w.bareOrder(100)
+	w.paid(tn, "RP1", 100, at)
+	l := reconcile.BillLineRef{BillLine: repository.BillLine{No: 2, Kind: "REFUND", TradeNo: tn, ChannelTxnID: "RP1", RefundID: "RF1",
+		AmountFen: 30, Currency: "CNY", Time: at}, BillKey: "bill:id:RF1"}
+	raw, _ := json.Marshal(l)
+	run, err := w.db.StartRun(ctx, "alipay", repository.SourceChannel, day, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.db.PutDiscrepancy(ctx, repository.Discrepancy{RunID: run, Channel: "alipay", BillDate: day, LineKey: "refund:RP1:RF1",
+		Class: reconcile.ClassRefundChannelOnly, TradeNo: tn, ChannelTxnID: "RP1", Repair: reconcile.RepairUntrusted,
+		Line: sql.NullString{String: string(raw), Valid: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.db.CompleteRun(ctx, run, repository.RunTotals{}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	id := w.listing(run)["RP1"].ID
+	it, err := reconcile.ResolveDiscrepancy(ctx, w.db, w.applier, id, reconcile.ActionAcceptChannel, "the channel refunded it",
+		access.Entry{At: time.Now(), Actor: "fin", Role: access.Finance})
+	if err != nil || it.Resolution == nil || it.Resolution.Outcome != string(payment.OutcomeRefunded) || !reconcile.MovesMoney(it.Resolution) {
+		t.Fatalf("accept_channel: %+v %v", it, err)
+	}
+	if got := w.refunded(tn); got != 30 {
+		t.Fatalf("refunded_fen %d, want 30", got)
+	}
+	rep := w.runCSV("alipay", day, fmt.Sprintf("%s,RP1,PAY,100,CNY,%s,", tn, at.Format(time.RFC3339)),
+		fmt.Sprintf("%s,RP1,REFUND,30,CNY,%s,RF1", tn, at.Format(time.RFC3339)))
+	if rep.Counts[reconcile.ClassRefundMatched] != 1 || w.refunded(tn) != 30 {
+		t.Fatalf("the trusted bill afterwards: %v, refunded_fen %d; want REFUND_MATCHED and 30", rep.Counts, w.refunded(tn))
+	}
+	if got, err := w.db.GetDiscrepancy(ctx, id); err != nil || got.Status != repository.StatusResolved {
+		t.Fatalf("the resolved refund after the trusted run: %+v %v; want it to stay resolved", got, err)
 	}
 }
