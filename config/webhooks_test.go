@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paygw/paygw/payment"
+
 	"github.com/paygw/paygw/webhook"
 )
 
@@ -130,5 +132,19 @@ webhooks:
 	}
 	if cfg.Webhooks.Endpoints[0].Secret != a || cfg.Webhooks.Endpoints[1].Secrets[1] != c {
 		t.Fatal("Masked() changed the live config")
+	}
+}
+
+// An endpoint may subscribe to every type the outbox writes, reconciliation.reopened included.
+func TestWebhooksTakeEveryEventType(t *testing.T) {
+	for _, typ := range payment.EventTypes {
+		cfg, err := Load(writeConfig(t, `
+webhooks:
+  endpoints:
+    - {name: finance, url: "https://books.example.com/paygw", secret: `+newWebhookSecret(t)+`, events: [`+typ+`]}
+`), nil)
+		if err != nil || !cfg.Webhooks.Endpoints[0].Subscribes(typ) {
+			t.Fatalf("events: [%s]: %v", typ, err)
+		}
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/paygw/paygw/channels"
 	"github.com/paygw/paygw/orders"
 	"github.com/paygw/paygw/payment"
+	"github.com/paygw/paygw/repository"
 )
 
 // contract is api/openapi.yaml and its router, loaded once for the test binary.
@@ -155,7 +156,8 @@ func TestContractProblemTypes(t *testing.T) {
 	for _, err := range []error{errTooLarge, errBadBody, orders.ErrBadJSON, orders.ErrInvalid, errNoKey, errBadKey, errBadStock,
 		errBadAttempt, errBadQuery, errUnauthorized, orders.ErrUnknownSKU, payment.ErrNotFound, payment.ErrOutOfStock,
 		payment.ErrInFlight, &orders.Done{}, errAlreadyResolved, orders.ErrNotPayable, orders.ErrKeyReused,
-		orders.ErrMerchantOrderIDTaken, channels.ErrCurrency, &forbiddenError{need: access.Read}, errors.New("internal")} {
+		orders.ErrMerchantOrderIDTaken, channels.ErrCurrency, &forbiddenError{need: access.Read}, errAlreadySignedOff,
+		fmt.Errorf("%w: %w", errOpenDiscrepancies, &repository.OpenError{Count: 1}), errors.New("internal")} {
 		seen[problemOf(err).Type] = true
 	}
 	var answered []string

@@ -12,6 +12,7 @@ import (
 	"github.com/paygw/paygw/channels"
 	"github.com/paygw/paygw/orders"
 	"github.com/paygw/paygw/payment"
+	"github.com/paygw/paygw/repository"
 )
 
 var (
@@ -32,6 +33,10 @@ type problem struct {
 	// Role and Roles, on a 403: the narrowest role that may make the call, and every one that may.
 	Role  access.Role   `json:"role,omitempty"`
 	Roles []access.Role `json:"roles,omitempty"`
+	// Open and OpenCount, on a refused sign-off: the day's open discrepancies (up to 1000 of
+	// them, by id and class) and how many there are.
+	Open      []repository.OpenItem `json:"open,omitempty"`
+	OpenCount int                   `json:"open_count,omitempty"`
 }
 
 // The problem types. Each is one situation a client may act on differently.
@@ -48,7 +53,9 @@ const (
 	typeMerchantIDTaken = typePrefix + "merchant-order-id-taken" // 409: stored and replayed for the key
 	typeKeyUsed         = typePrefix + "idempotency-key-used"    // 409: return_original_result is off
 	typeNotPayable      = typePrefix + "order-not-payable"       // 409: the order is PAID or CLOSED
-	typeAlreadyResolved = typePrefix + "already-resolved"        // 409: the anomaly was resolved before
+	typeAlreadyResolved = typePrefix + "already-resolved"        // 409: the anomaly or discrepancy is no longer open
+	typeOpenItems       = typePrefix + "open-discrepancies"      // 409: resolve the day's open discrepancies first
+	typeSignedOff       = typePrefix + "already-signed-off"      // 409: the day is signed off
 	typeTooLarge        = typePrefix + "body-too-large"          // 413
 	typeKeyReused       = typePrefix + "idempotency-key-reused"  // 422: same key, another payload
 	typeUnavailable     = typePrefix + "unavailable"             // 503: our fault; retry with the same key
@@ -59,6 +66,7 @@ func problemOf(err error) problem {
 	var done *orders.Done
 	var he *echo.HTTPError
 	var fe *forbiddenError
+	var open *repository.OpenError
 	switch {
 	case errors.As(err, &fe):
 		return forbiddenProblem(fe)
@@ -86,6 +94,12 @@ func problemOf(err error) problem {
 		return newProblem(typeKeyUsed, http.StatusConflict, "idempotency key already used", err)
 	case errors.Is(err, errAlreadyResolved):
 		return newProblem(typeAlreadyResolved, http.StatusConflict, "already resolved", err)
+	case errors.As(err, &open):
+		p := newProblem(typeOpenItems, http.StatusConflict, "open discrepancies", err)
+		p.Open, p.OpenCount = open.Open, open.Count
+		return p
+	case errors.Is(err, errAlreadySignedOff):
+		return newProblem(typeSignedOff, http.StatusConflict, "already signed off", err)
 	case errors.Is(err, orders.ErrNotPayable):
 		return newProblem(typeNotPayable, http.StatusConflict, "order not waiting for payment", err)
 	case errors.Is(err, orders.ErrKeyReused):

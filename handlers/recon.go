@@ -31,12 +31,21 @@ type runView struct {
 	BadLines   int            `json:"bad_lines"`
 	Counts     map[string]int `json:"counts"`
 	Trusted    bool           `json:"trusted"`
+	// Totals: per class and currency, the count and the amount of the run's lines.
+	Totals []repository.ClassTotal `json:"totals"`
+	// Result: this run is its day's result for its source (the day's latest complete run).
+	Result bool `json:"result"`
+	// SignOff: the day's sign-off, null if nobody signed it off.
+	SignOff *signOffView `json:"signoff"`
 }
 
 func runViewOf(r repository.ReconRun) runView {
 	v := runView{ID: r.ID, Channel: r.Channel, BillDate: r.BillDate.Format(time.DateOnly), Source: r.Source, Status: r.Status,
 		Error: r.Error, StartedAt: r.StartedAt,
-		Lines: r.Lines, BadLines: r.BadLines, Counts: r.Counts(), Trusted: r.Trusted}
+		Lines: r.Lines, BadLines: r.BadLines, Counts: r.Counts(), Trusted: r.Trusted, Totals: r.Totals()}
+	if v.Totals == nil {
+		v.Totals = []repository.ClassTotal{}
+	}
 	if r.FinishedAt.Valid {
 		t := r.FinishedAt.Time
 		v.FinishedAt = &t
@@ -55,33 +64,36 @@ func (s *Server) listRuns(c echo.Context) error {
 		}
 		day = &t
 	}
-	runs, err := s.db.Runs(c.Request().Context(), c.QueryParam("channel"), day)
+	ctx := c.Request().Context()
+	runs, err := s.db.Runs(ctx, c.QueryParam("channel"), day)
+	if err != nil {
+		return err
+	}
+	signOffs, err := s.db.SignOffs(ctx, runs)
 	if err != nil {
 		return err
 	}
 	out := struct {
 		Runs []runView `json:"runs"`
 	}{Runs: []runView{}}
+	results := map[[3]string]bool{} // (channel, source, day) whose result is listed
 	for _, r := range runs {
-		out.Runs = append(out.Runs, runViewOf(r))
+		v := runViewOf(r)
+		if k := [3]string{r.Channel, r.Source, v.BillDate}; r.Status == repository.RunComplete && !results[k] {
+			v.Result, results[k] = true, true // runs come latest first within a day
+		}
+		if so, ok := signOffs[[2]string{r.Channel, v.BillDate}]; ok {
+			sv := signOffViewOf(so)
+			v.SignOff = &sv
+		}
+		out.Runs = append(out.Runs, v)
 	}
 	return c.JSON(http.StatusOK, out)
 }
 
-type discrepancyView struct {
-	ID             int64  `json:"id"`
-	Class          string `json:"class"`
-	TradeNo        string `json:"trade_no"`
-	ChannelTxnID   string `json:"channel_txn_id"`
-	BillAmountFen  *int64 `json:"bill_amount_fen"`
-	LocalAmountFen *int64 `json:"local_amount_fen"`
-	LocalStatus    string `json:"local_status"`
-	Repair         string `json:"repair"`
-	Detail         string `json:"detail,omitempty"`
-}
-
-// listDiscrepancies is GET /v1/reconciliations/{id}/discrepancies?class=&cursor=: a run's rows,
-// a page at a time.
+// listDiscrepancies is GET /v1/reconciliations/{id}/discrepancies?class=&cursor=: a run's
+// discrepancies, a page at a time, by their stable id: those the run found, and those an earlier
+// run of its day found that it no longer finds (found false), each with its status.
 func (s *Server) listDiscrepancies(c echo.Context) error {
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil || id < 1 {
@@ -95,7 +107,7 @@ func (s *Server) listDiscrepancies(c echo.Context) error {
 	if _, err := s.db.GetRun(ctx, id); err != nil {
 		return err
 	}
-	rows, err := s.db.Discrepancies(ctx, id, c.QueryParam("class"), cursor, pageSize)
+	rows, err := s.db.ListDiscrepancies(ctx, id, c.QueryParam("class"), cursor, pageSize)
 	if err != nil {
 		return err
 	}
@@ -104,10 +116,7 @@ func (s *Server) listDiscrepancies(c echo.Context) error {
 		NextCursor    string            `json:"next_cursor,omitempty"`
 	}{Discrepancies: []discrepancyView{}}
 	for _, d := range rows {
-		out.Discrepancies = append(out.Discrepancies, discrepancyView{ID: d.ID, Class: d.Class, TradeNo: d.TradeNo,
-			ChannelTxnID: d.ChannelTxnID, BillAmountFen: nullable64(d.BillAmountFen.Int64, d.BillAmountFen.Valid),
-			LocalAmountFen: nullable64(d.LocalAmountFen.Int64, d.LocalAmountFen.Valid), LocalStatus: d.LocalStatus,
-			Repair: d.Repair, Detail: d.Detail})
+		out.Discrepancies = append(out.Discrepancies, discrepancyViewOf(d))
 	}
 	if len(rows) == pageSize {
 		out.NextCursor = strconv.FormatInt(rows[len(rows)-1].ID, 10)
@@ -200,11 +209,4 @@ func cursorOf(c echo.Context) (int64, error) {
 		return 0, fmt.Errorf("%w: cursor must be a next_cursor from a previous page", errBadQuery)
 	}
 	return n, nil
-}
-
-func nullable64(v int64, ok bool) *int64 {
-	if !ok {
-		return nil
-	}
-	return &v
 }

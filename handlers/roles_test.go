@@ -96,6 +96,10 @@ func TestRolesAllowAndRefuse(t *testing.T) {
 		{"anomaly resolve", "POST", "/v1/anomalies/999999/resolve", `{"note":"x"}`, access.Operator, []string{operatorToken, adminToken}},
 		{"redeliver", "POST", "/v1/events/evt_1/redeliver", "", access.Operator, []string{operatorToken, adminToken}},
 		{"audit", "GET", "/v1/audit", "", access.Finance, []string{financeToken, adminToken, testToken}},
+		{"discrepancy resolve", "POST", "/v1/discrepancies/999999/resolve", `{"action":"write_off","note":"x"}`, access.Finance, []string{financeToken, adminToken}},
+		{"sign-off", "POST", "/v1/reconciliations/alipay/2020-01-01/signoff", `{}`, access.Finance, []string{financeToken, adminToken}},
+		{"discrepancies export", "GET", "/v1/reconciliations/999999/discrepancies.csv", "", access.Finance, []string{financeToken, adminToken}},
+		{"anomalies export", "GET", "/v1/anomalies.csv", "", access.Finance, []string{financeToken, adminToken}},
 	}
 	all := []string{shopToken, viewerToken, operatorToken, financeToken, adminToken}
 	for _, r := range routes {

@@ -19,6 +19,10 @@ type State struct {
 	// EventsUnsequenced: committed outbox events the sequencer has not numbered yet (not in the
 	// feed yet); a backlog that stays means no replica runs the sequencer.
 	EventsUnsequenced int
+	// Reopened: how many times bill runs reopened a signed-off day, by channel (a counter kept
+	// in the database); DaysReopened: days reopened and not signed off again, by channel.
+	Reopened     map[string]int
+	DaysReopened map[string]int
 }
 
 // StateReader reads the stored state (repository.DB).
@@ -37,6 +41,7 @@ const storedTimeout = 2 * time.Second
 // survive restarts, agree across replicas and count what the CLI did.
 type stored struct {
 	anomalies, discrepancies, lastSuccess, unsequenced, up *prometheus.Desc
+	reopened, daysReopened                                 *prometheus.Desc
 
 	mu     sync.Mutex
 	read   StateReader         // nil: nothing to report (no database)
@@ -61,7 +66,12 @@ func (m *Metrics) storedFamilies() {
 			"recon_job", "channel"),
 		unsequenced: desc("paygw_events_unsequenced",
 			"Committed outbox events not numbered by the sequencer yet, so not in the feed yet (from the database)."),
-		up:     desc("paygw_stored_state_up", "1 when the stored-state gauges could be read from the database at this scrape, else 0."),
+		up: desc("paygw_stored_state_up", "1 when the stored-state gauges could be read from the database at this scrape, else 0."),
+		reopened: desc("paygw_reconcile_reopened_total",
+			"Times a bill run found something new in a channel's day a person had signed off, and reopened it (from the database).",
+			"channel"),
+		daysReopened: desc("paygw_reconcile_days_reopened",
+			"Channel days a bill run reopened after their sign-off and nobody has signed off again (from the database).", "channel"),
 		expect: map[string][]string{},
 	}
 	m.reg.MustRegister(m.stored)
@@ -109,6 +119,8 @@ func (s *stored) Describe(ch chan<- *prometheus.Desc) {
 	ch <- s.lastSuccess
 	ch <- s.unsequenced
 	ch <- s.up
+	ch <- s.reopened
+	ch <- s.daysReopened
 }
 
 func (s *stored) Collect(ch chan<- prometheus.Metric) {
@@ -153,6 +165,22 @@ func (s *stored) Collect(ch chan<- prometheus.Metric) {
 	maps.Copy(discrepancies, s.state.Discrepancies)
 	for k, n := range discrepancies {
 		gauge(s.discrepancies, float64(n), k[0], k[1])
+	}
+	// Every channel a job is expected for starts at zero, so a rate or a rule sees the first
+	// reopening.
+	reopened, days := map[string]int{}, map[string]int{}
+	for _, channels := range s.expect {
+		for _, c := range channels {
+			reopened[c], days[c] = 0, 0
+		}
+	}
+	maps.Copy(reopened, s.state.Reopened)
+	maps.Copy(days, s.state.DaysReopened)
+	for c, n := range reopened {
+		ch <- prometheus.MustNewConstMetric(s.reopened, prometheus.CounterValue, float64(n), c)
+	}
+	for c, n := range days {
+		gauge(s.daysReopened, float64(n), c)
 	}
 	for job, channels := range s.expect {
 		for _, c := range channels {

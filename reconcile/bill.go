@@ -1,7 +1,6 @@
 package reconcile
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -69,10 +68,21 @@ type BillReport struct {
 	RunID     int64    `json:"-"`
 	Unsettled int      `json:"-"`
 	BadLines  []string `json:"bad_lines,omitempty"`
+	// Totals: per class and currency, the count and the amount of the lines.
+	Totals []repository.ClassTotal `json:"totals"`
+	// New counts the discrepancies no earlier run of the day found; Reopened says the day was
+	// signed off and this run reopened it (a reconciliation.reopened event is written).
+	New      int  `json:"new_discrepancies"`
+	Reopened bool `json:"reopened,omitempty"`
 }
 
-// Discrepancy is one report row.
+// Discrepancy is one report row: a discrepancy of the day as the run lists it (see
+// repository.ListDiscrepancies), with its stable ID and its Status; Found is false for one an
+// earlier run found (and repaired, or a person resolved) that this run no longer finds.
 type Discrepancy struct {
+	ID             int64  `json:"id"`
+	Status         string `json:"status"`
+	Found          bool   `json:"found"`
 	Class          string `json:"class"`
 	TradeNo        string `json:"trade_no"`
 	ChannelTxnID   string `json:"channel_txn_id"`
@@ -80,6 +90,7 @@ type Discrepancy struct {
 	LocalAmountFen *int64 `json:"local_amount_fen"`
 	LocalStatus    string `json:"local_status"`
 	Repair         string `json:"repair"`
+	Currency       string `json:"currency,omitempty"`
 }
 
 // Settled reports whether nothing is left for a person: every line matched or was repaired
@@ -227,8 +238,30 @@ func (b *billRun) run(r bills.Reader, l bills.Line, err error, grace time.Durati
 	if err := b.flush(); err != nil {
 		return err
 	}
-	return b.j.db.CompleteRun(b.ctx, b.runID, repository.RunTotals{Lines: rep.Lines, BadLines: rep.Counts[ClassBadLine],
-		Trusted: rep.Trusted, Counts: rep.Counts}, b.j.now().UTC())
+	if n := rep.Counts[ClassBadLine]; n > 0 {
+		b.total(ClassBadLine, "", 0, n)
+	}
+	rep.Totals = b.totals
+	done, err := b.j.db.CompleteRunReport(b.ctx, b.runID, repository.RunTotals{Lines: rep.Lines, BadLines: rep.Counts[ClassBadLine],
+		Trusted: rep.Trusted, Counts: rep.Counts, Totals: rep.Totals}, b.j.now().UTC())
+	rep.New, rep.Reopened = done.New, done.Reopened
+	if err == nil && done.Reopened {
+		b.j.log.Warn().Str("channel", b.channel).Str("bill_date", rep.BillDate).Int64("run", b.runID).Int("new", done.New).
+			Msg("reconcile bill: the run found something new in a signed-off day; the day is reopened")
+	}
+	return err
+}
+
+// total adds n lines of fen in currency to class's total.
+func (b *billRun) total(class, currency string, fen int64, n int) {
+	for i := range b.totals {
+		if b.totals[i].Class == class && b.totals[i].Currency == currency {
+			b.totals[i].Count += n
+			b.totals[i].AmountFen += fen
+			return
+		}
+	}
+	b.totals = append(b.totals, repository.ClassTotal{Class: class, Currency: currency, Count: n, AmountFen: fen})
 }
 
 // billRun is one run's state while it classifies.
@@ -242,6 +275,7 @@ type billRun struct {
 	rep     *BillReport
 	trust   *trust
 	rows    []repository.Discrepancy // waiting for one multi-row insert
+	totals  []repository.ClassTotal
 }
 
 // mayRepair reports whether the bill's lines may move money: only a trusted bill repairs
@@ -249,18 +283,34 @@ type billRun struct {
 func (b *billRun) mayRepair() bool { return b.rep.Trusted }
 
 // record counts a line's class and, unless it only counts, stores its row (a batch at a time).
-func (b *billRun) record(key string, d Discrepancy, detail string) error {
+// line is the bill line of a CHANNEL_ONLY or REFUND_CHANNEL_ONLY (nil otherwise), kept with the
+// row for accept_channel (BillEvent).
+func (b *billRun) record(key string, d Discrepancy, detail string, line *BillLineRef) error {
 	b.rep.Counts[d.Class]++
+	amount := d.BillAmountFen
+	if amount == nil {
+		amount = d.LocalAmountFen
+	}
+	var fen int64
+	if amount != nil {
+		fen = *amount
+	}
+	b.total(d.Class, d.Currency, fen, 1)
 	if d.Class == ClassMatched || d.Class == ClassRefundMatched {
 		return nil
 	}
 	if !settled(d) {
 		b.rep.Unsettled++
 	}
+	var stored sql.NullString
+	if line != nil && (d.Class == ClassChannelOnly || d.Class == ClassRefundChannelOnly) {
+		raw, _ := json.Marshal(line) // plain values: cannot fail
+		stored = sql.NullString{String: string(raw), Valid: true}
+	}
 	b.rows = append(b.rows, repository.Discrepancy{
 		RunID: b.runID, Channel: b.channel, BillDate: b.day, LineKey: key, Class: d.Class, TradeNo: d.TradeNo,
 		ChannelTxnID: d.ChannelTxnID, BillAmountFen: nullInt(d.BillAmountFen), LocalAmountFen: nullInt(d.LocalAmountFen),
-		LocalStatus: d.LocalStatus, Repair: d.Repair, Detail: detail,
+		Currency: d.Currency, LocalStatus: d.LocalStatus, Repair: d.Repair, Detail: detail, Line: stored,
 	})
 	if len(b.rows) < stageBatch {
 		return nil
@@ -274,27 +324,15 @@ func (b *billRun) flush() error {
 	return err
 }
 
-// Discrepancies calls fn for each of a run's rows, in order, a page at a time.
+// Discrepancies calls fn for each of a run's discrepancies, in id order, a page at a time: those
+// it found, and those an earlier run of its day found that it no longer finds (repaired,
+// resolved or gone), so a re-run's report still shows what the first run repaired.
 func (j *Job) Discrepancies(ctx context.Context, runID int64, fn func(Discrepancy) error) error {
-	for cursor := int64(0); ; {
-		rows, err := j.db.Discrepancies(ctx, runID, "", cursor, stageBatch)
-		if err != nil || len(rows) == 0 {
-			return err
-		}
-		for _, r := range rows {
-			cursor = r.ID
-			d := Discrepancy{Class: r.Class, TradeNo: r.TradeNo, ChannelTxnID: r.ChannelTxnID, LocalStatus: r.LocalStatus, Repair: r.Repair}
-			if r.BillAmountFen.Valid {
-				d.BillAmountFen = &r.BillAmountFen.Int64
-			}
-			if r.LocalAmountFen.Valid {
-				d.LocalAmountFen = &r.LocalAmountFen.Int64
-			}
-			if err := fn(d); err != nil {
-				return err
-			}
-		}
-	}
+	return j.db.EachDiscrepancy(ctx, runID, "", func(r repository.DiscrepancyItem) error {
+		return fn(Discrepancy{ID: r.ID, Status: r.Status, Found: r.Found, Class: r.Class, TradeNo: r.TradeNo, ChannelTxnID: r.ChannelTxnID,
+			BillAmountFen: r.BillAmountFen, LocalAmountFen: r.LocalAmountFen, LocalStatus: r.LocalStatus, Repair: r.Repair,
+			Currency: r.Currency})
+	})
 }
 
 // checkSummary records the bill's own disagreement with its lines: the reader compares them in
@@ -306,7 +344,7 @@ func (b *billRun) checkSummary(s bills.Summary) error {
 	b.rep.Trusted = false
 	b.rep.SummaryMismatch = s.Mismatch
 	b.rep.Untrusted = append(b.rep.Untrusted, "the summary disagrees with the lines: "+s.Mismatch)
-	return b.record("summary", Discrepancy{Class: ClassSummaryMismatch}, s.Mismatch)
+	return b.record("summary", Discrepancy{Class: ClassSummaryMismatch}, s.Mismatch, nil)
 }
 
 // checkUnverified records what the run could not verify of whose bill it is: one UNVERIFIED row
@@ -315,7 +353,7 @@ func (b *billRun) checkUnverified() error {
 	for _, u := range b.trust.unverified {
 		b.rep.Trusted = false
 		b.rep.Untrusted = append(b.rep.Untrusted, u.text())
-		if err := b.record("unverified:"+u.field, Discrepancy{Class: ClassUnverified}, u.text()); err != nil {
+		if err := b.record("unverified:"+u.field, Discrepancy{Class: ClassUnverified}, u.text(), nil); err != nil {
 			return err
 		}
 	}
@@ -333,7 +371,7 @@ func (b *billRun) payments() error {
 			after = m.No
 			bill := m.AmountFen
 			d := Discrepancy{TradeNo: m.TradeNo, ChannelTxnID: m.ChannelTxnID, BillAmountFen: &bill,
-				LocalAmountFen: ptr(m.OrderAmount), LocalStatus: m.OrderStatus.String}
+				LocalAmountFen: ptr(m.OrderAmount), LocalStatus: m.OrderStatus.String, Currency: m.Currency}
 			key := "pay:" + m.ChannelTxnID
 			switch {
 			case m.ByTxn && m.OrderAmount.Int64 == bill && m.OrderCur.String == m.Currency:
@@ -354,7 +392,7 @@ func (b *billRun) payments() error {
 					return err
 				}
 			}
-			if err := b.record(key, d, ""); err != nil {
+			if err := b.record(key, d, "", &BillLineRef{BillLine: m.BillLine}); err != nil {
 				return err
 			}
 		}
@@ -369,11 +407,7 @@ func (b *billRun) repairPayment(l repository.BillLine) (string, error) {
 	if !b.mayRepair() {
 		return RepairUntrusted, nil
 	}
-	raw, _ := json.Marshal(l) // plain values: cannot fail
-	ev := payment.Event{Channel: b.channel, NotifyID: "bill:" + l.ChannelTxnID, TradeNo: l.TradeNo, ChannelTxnID: l.ChannelTxnID,
-		Kind: payment.KindPaid, Status: "bill", AmountFen: l.AmountFen, Currency: l.Currency, PaidAt: l.Time, Raw: raw,
-		Source: payment.SourceBill}
-	outcome, err := b.j.applier.Apply(b.ctx, ev)
+	outcome, err := b.j.applier.Apply(b.ctx, BillEvent(b.channel, BillLineRef{BillLine: l}))
 	if err != nil {
 		return "FAILED: " + err.Error(), nil
 	}
@@ -424,7 +458,7 @@ func (b *billRun) refundLines(named bool) error {
 				continue
 			}
 			bill := l.AmountFen
-			d := Discrepancy{TradeNo: l.TradeNo, ChannelTxnID: l.ChannelTxnID, BillAmountFen: &bill}
+			d := Discrepancy{TradeNo: l.TradeNo, ChannelTxnID: l.ChannelTxnID, BillAmountFen: &bill, Currency: l.Currency}
 			key, billKey := "refund:"+l.ChannelTxnID+":"+l.RefundID, "bill:id:"+l.RefundID
 			if l.RefundID == "" {
 				same := fmt.Sprintf("%s:%d", l.ChannelTxnID, l.AmountFen)
@@ -450,7 +484,7 @@ func (b *billRun) refundLines(named bool) error {
 			default:
 				return err
 			}
-			if err := b.record(key, d, ""); err != nil {
+			if err := b.record(key, d, "", &BillLineRef{BillLine: l, BillKey: billKey}); err != nil {
 				return err
 			}
 		}
@@ -492,10 +526,7 @@ func (b *billRun) repairRefund(l repository.BillLine, billKey string) string {
 	if !b.mayRepair() {
 		return RepairUntrusted
 	}
-	raw, _ := json.Marshal(l)
-	outcome, err := b.j.applier.Apply(b.ctx, payment.Event{Channel: b.channel, NotifyID: "bill:refund:" + cmp.Or(l.RefundID, billKey),
-		TradeNo: l.TradeNo, ChannelTxnID: l.ChannelTxnID, Kind: payment.KindRefund, Status: "bill", Currency: l.Currency,
-		RefundID: l.RefundID, RefundBillKey: billKey, RefundFen: l.AmountFen, Raw: raw, Source: payment.SourceBill})
+	outcome, err := b.j.applier.Apply(b.ctx, BillEvent(b.channel, BillLineRef{BillLine: l, BillKey: billKey}))
 	if err != nil {
 		return "FAILED: " + err.Error()
 	}
@@ -533,11 +564,12 @@ func (b *billRun) localOnly(grace time.Duration) error {
 		for _, p := range rows {
 			after = p.ID
 			local := p.AmountFen
-			d := Discrepancy{Class: ClassPending, TradeNo: p.TradeNo, ChannelTxnID: p.ChannelTxnID, LocalAmountFen: &local, LocalStatus: payment.OrderPaid}
+			d := Discrepancy{Class: ClassPending, TradeNo: p.TradeNo, ChannelTxnID: p.ChannelTxnID, LocalAmountFen: &local, LocalStatus: payment.OrderPaid,
+				Currency: p.Currency}
 			if final {
 				d.Class = ClassLocalOnly
 			}
-			if err := b.record("local:"+p.ChannelTxnID, d, "paid at "+p.PaidTime.UTC().Format(time.RFC3339)); err != nil {
+			if err := b.record("local:"+p.ChannelTxnID, d, "paid at "+p.PaidTime.UTC().Format(time.RFC3339), nil); err != nil {
 				return err
 			}
 		}

@@ -98,7 +98,9 @@ func TestBillEveryClass(t *testing.T) {
 		rows := 0
 		if err := w.job.Discrepancies(context.Background(), rep.RunID, func(d reconcile.Discrepancy) error {
 			repairs[d.Class] = d.Repair
-			rows++
+			if d.Found { // the others are an earlier run's, repaired (see TestRerunKeepsWhatWasRepaired)
+				rows++
+			}
 			return nil
 		}); err != nil {
 			t.Fatal(err)

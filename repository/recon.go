@@ -1,11 +1,13 @@
 package repository
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -40,11 +42,30 @@ type ReconRun struct {
 	BadLines   int            `db:"bad_lines"`
 	Trusted    bool           `db:"trusted"`
 	CountsJSON sql.NullString `db:"counts_json"`
+	TotalsJSON sql.NullString `db:"totals_json"`
 	Error      string         `db:"error"`
 }
 
 const reconRunColumns = `id, channel, bill_date, source, status, started_at, finished_at, line_count, bad_lines, trusted,
-	counts_json, error`
+	counts_json, totals_json, error`
+
+// ClassTotal is how many of a run's lines fell in a class, in one currency, and their amount: the
+// bill's amount where the line has one, else ours ("" and 0 for a line without an amount, such
+// as BAD_LINE or SUMMARY_MISMATCH). Amounts of different currencies are never added together.
+type ClassTotal struct {
+	Class     string `json:"class"`
+	Currency  string `json:"currency"`
+	Count     int    `json:"count"`
+	AmountFen int64  `json:"amount_fen"`
+}
+
+// Totals decodes the run's totals per class and currency, sorted by class then currency (none
+// for a run completed before migration 00021).
+func (r ReconRun) Totals() []ClassTotal {
+	var t []ClassTotal
+	_ = json.Unmarshal([]byte(r.TotalsJSON.String), &t) // written by CompleteRun
+	return t
+}
 
 // Counts decodes the run's lines per class.
 func (r ReconRun) Counts() map[string]int {
@@ -127,6 +148,7 @@ type RunTotals struct {
 	Lines, BadLines int
 	Trusted         bool
 	Counts          map[string]int
+	Totals          []ClassTotal
 }
 
 // CompleteRun makes a running run the day's result, in one transaction:
@@ -135,9 +157,27 @@ type RunTotals struct {
 //   - a trusted run becomes the day's evidence: the staged lines of the day's earlier runs go,
 //     and the previous day's evidence run's PENDING rows are settled by this bill: dropped
 //     when it shows the payment after all, LOCAL_ONLY otherwise (its counts follow).
+//   - the run's rows become the day's discrepancies (recon_item, see items.go): found again,
+//     new, repaired, or, for a trusted run, gone; a signed-off day the run finds something new
+//     in is reopened.
 func (db *DB) CompleteRun(ctx context.Context, runID int64, t RunTotals, now time.Time) error {
+	_, err := db.CompleteRunReport(ctx, runID, t, now)
+	return err
+}
+
+// Completed is what completing a run changed of its day's discrepancies.
+type Completed struct {
+	New      int  // items the run found first
+	Reopened bool // the day was signed off and the run reopened it
+}
+
+// CompleteRunReport is CompleteRun, saying what the run changed of its day.
+func (db *DB) CompleteRunReport(ctx context.Context, runID int64, t RunTotals, now time.Time) (Completed, error) {
 	counts, _ := json.Marshal(t.Counts) // a map of ints: cannot fail
-	return db.InTx(ctx, func(tx *Tx) error {
+	totals, _ := json.Marshal(sortTotals(t.Totals))
+	var out Completed
+	err := db.InTx(ctx, func(tx *Tx) error {
+		out = Completed{}
 		var r ReconRun
 		if err := tx.x.GetContext(ctx, &r, `SELECT `+reconRunColumns+` FROM recon_run WHERE id = ? FOR UPDATE`, runID); err != nil {
 			return notFound(err)
@@ -146,8 +186,12 @@ func (db *DB) CompleteRun(ctx context.Context, runID int64, t RunTotals, now tim
 			return fmt.Errorf("%w: run %d is %s", ErrRunLost, runID, r.Status)
 		}
 		const done = `UPDATE recon_run SET status = 'complete', finished_at = ?, line_count = ?, bad_lines = ?, trusted = ?,
-			counts_json = ? WHERE id = ?`
-		if _, err := tx.x.ExecContext(ctx, done, now, t.Lines, t.BadLines, t.Trusted, string(counts), runID); err != nil {
+			counts_json = ?, totals_json = ? WHERE id = ?`
+		if _, err := tx.x.ExecContext(ctx, done, now, t.Lines, t.BadLines, t.Trusted, string(counts), string(totals), runID); err != nil {
+			return err
+		}
+		var err error
+		if out, err = syncItems(ctx, tx, r, t.Trusted, now); err != nil {
 			return err
 		}
 		if !t.Trusted {
@@ -161,6 +205,7 @@ func (db *DB) CompleteRun(ctx context.Context, runID int64, t RunTotals, now tim
 		}
 		return settlePending(ctx, tx, r)
 	})
+	return out, err
 }
 
 // settlePending settles the PENDING rows of the day before r's, now that r's bill is in.
@@ -172,13 +217,34 @@ func settlePending(ctx context.Context, tx *Tx, r ReconRun) error {
 	} else if err != nil {
 		return err
 	}
-	const found = `DELETE d FROM recon_discrepancy d WHERE d.run_id = ? AND d.class = 'PENDING' AND EXISTS (
+	// What moves, per currency, for the previous run's totals: its rows still go (its counts
+	// and totals follow), and their items stay, gone (settled by this bill) or LOCAL_ONLY.
+	const inBill = `d.run_id = ? AND d.class = 'PENDING' AND EXISTS (
 		SELECT 1 FROM recon_line l WHERE l.run_id = ? AND l.kind = 'PAY' AND l.channel_txn_id = d.channel_txn_id)`
-	res, err := tx.x.ExecContext(ctx, found, prev.ID, r.ID)
+	var settled, missingRows []pendingSum
+	if err := tx.x.SelectContext(ctx, &settled, `SELECT d.currency, COUNT(*) AS n, COALESCE(SUM(d.local_amount_fen), 0) AS fen
+		FROM recon_discrepancy d WHERE `+inBill+` GROUP BY d.currency`, prev.ID, r.ID); err != nil {
+		return err
+	}
+	const gone = `UPDATE recon_item i JOIN recon_discrepancy d ON d.item_id = i.id
+		SET i.status = 'gone', i.gone_run_id = ? WHERE i.status = 'open' AND ` + inBill
+	if _, err := tx.x.ExecContext(ctx, gone, r.ID, prev.ID, r.ID); err != nil {
+		return err
+	}
+	res, err := tx.x.ExecContext(ctx, `DELETE d FROM recon_discrepancy d WHERE `+inBill, prev.ID, r.ID)
 	if err != nil {
 		return err
 	}
 	dropped, _ := res.RowsAffected()
+	if err := tx.x.SelectContext(ctx, &missingRows, `SELECT currency, COUNT(*) AS n, COALESCE(SUM(local_amount_fen), 0) AS fen
+		FROM recon_discrepancy WHERE run_id = ? AND class = 'PENDING' GROUP BY currency`, prev.ID); err != nil {
+		return err
+	}
+	const toLocal = `UPDATE recon_item i JOIN recon_discrepancy d ON d.item_id = i.id SET i.class = 'LOCAL_ONLY'
+		WHERE d.run_id = ? AND d.class = 'PENDING' AND i.class = 'PENDING'`
+	if _, err := tx.x.ExecContext(ctx, toLocal, prev.ID); err != nil {
+		return err
+	}
 	res, err = tx.x.ExecContext(ctx, `UPDATE recon_discrepancy SET class = 'LOCAL_ONLY' WHERE run_id = ? AND class = 'PENDING'`, prev.ID)
 	if err != nil {
 		return err
@@ -186,6 +252,20 @@ func settlePending(ctx context.Context, tx *Tx, r ReconRun) error {
 	missing, _ := res.RowsAffected()
 	if dropped+missing == 0 {
 		return nil
+	}
+	totals := prev.Totals()
+	for _, p := range settled {
+		totals = addTotal(totals, "PENDING", p.Currency, -p.N, -p.Fen)
+	}
+	for _, p := range missingRows {
+		totals = addTotal(totals, "PENDING", p.Currency, -p.N, -p.Fen)
+		totals = addTotal(totals, "LOCAL_ONLY", p.Currency, p.N, p.Fen)
+	}
+	if prev.TotalsJSON.Valid {
+		tb, _ := json.Marshal(sortTotals(totals))
+		if _, err := tx.x.ExecContext(ctx, `UPDATE recon_run SET totals_json = ? WHERE id = ?`, string(tb), prev.ID); err != nil {
+			return err
+		}
 	}
 	counts := prev.Counts()
 	counts["PENDING"] -= int(dropped + missing)
@@ -198,6 +278,41 @@ func settlePending(ctx context.Context, tx *Tx, r ReconRun) error {
 	b, _ := json.Marshal(counts)
 	_, err = tx.x.ExecContext(ctx, `UPDATE recon_run SET counts_json = ? WHERE id = ?`, string(b), prev.ID)
 	return err
+}
+
+type pendingSum struct {
+	Currency string `db:"currency"`
+	N        int    `db:"n"`
+	Fen      int64  `db:"fen"`
+}
+
+// addTotal adds n lines and fen to class's total in currency; a total that falls to none goes.
+func addTotal(totals []ClassTotal, class, currency string, n int, fen int64) []ClassTotal {
+	for i := range totals {
+		if totals[i].Class == class && totals[i].Currency == currency {
+			totals[i].Count += n
+			totals[i].AmountFen += fen
+			if totals[i].Count <= 0 {
+				return slices.Delete(totals, i, i+1)
+			}
+			return totals
+		}
+	}
+	if n <= 0 {
+		return totals
+	}
+	return append(totals, ClassTotal{Class: class, Currency: currency, Count: n, AmountFen: fen})
+}
+
+// sortTotals orders totals by class then currency, never nil (stored as []).
+func sortTotals(t []ClassTotal) []ClassTotal {
+	if t == nil {
+		return []ClassTotal{}
+	}
+	slices.SortFunc(t, func(a, b ClassTotal) int {
+		return cmp.Or(cmp.Compare(a.Class, b.Class), cmp.Compare(a.Currency, b.Currency))
+	})
+	return t
 }
 
 // BillLine is a bill line as the run stages it.
@@ -274,6 +389,7 @@ type LocalPayment struct {
 	TradeNo      string    `db:"trade_no"`
 	ChannelTxnID string    `db:"channel_txn_id"`
 	AmountFen    int64     `db:"amount_fen"`
+	Currency     string    `db:"currency"`
 	PaidTime     time.Time `db:"paid_time"`
 }
 
@@ -281,7 +397,7 @@ type LocalPayment struct {
 // whose payment no PAY line of the runs runIDs shows (the running run's own, and its neighbour
 // days' evidence runs).
 func (db *DB) LocalOnly(ctx context.Context, channel string, from, to time.Time, runIDs []int64, afterID int64, batch int) ([]LocalPayment, error) {
-	q, args, err := sqlx.In(`SELECT o.id, o.trade_no, o.channel_txn_id, o.amount_fen, o.paid_time FROM orders o
+	q, args, err := sqlx.In(`SELECT o.id, o.trade_no, o.channel_txn_id, o.amount_fen, o.currency, o.paid_time FROM orders o
 		WHERE o.channel = ? AND o.paid_time >= ? AND o.paid_time < ? AND o.status = 'PAID' AND o.id > ?
 		  AND NOT EXISTS (SELECT 1 FROM recon_line l WHERE l.run_id IN (?) AND l.kind = 'PAY' AND l.channel_txn_id = o.channel_txn_id)
 		ORDER BY o.id LIMIT ?`, channel, from, to, afterID, runIDs, batch)
@@ -316,10 +432,13 @@ func (db *DB) RunOf(ctx context.Context, channel, source string, day time.Time) 
 	return r, notFound(err)
 }
 
-// Discrepancy is one row of recon_discrepancy.
+// Discrepancy is one row of recon_discrepancy: a discrepancy as one run found it. ItemID names
+// the discrepancy across the day's runs (recon_item, DiscrepancyItem); it is set when the run
+// completes.
 type Discrepancy struct {
 	ID             int64         `db:"id"`
 	RunID          int64         `db:"run_id"`
+	ItemID         sql.NullInt64 `db:"item_id"`
 	Channel        string        `db:"channel"`
 	BillDate       time.Time     `db:"bill_date"`
 	LineKey        string        `db:"line_key"`
@@ -328,13 +447,17 @@ type Discrepancy struct {
 	ChannelTxnID   string        `db:"channel_txn_id"`
 	BillAmountFen  sql.NullInt64 `db:"bill_amount_fen"`
 	LocalAmountFen sql.NullInt64 `db:"local_amount_fen"`
+	Currency       string        `db:"currency"`
 	LocalStatus    string        `db:"local_status"`
 	Repair         string        `db:"repair"`
 	Detail         string        `db:"detail"`
+	// Line is the bill line of a CHANNEL_ONLY or REFUND_CHANNEL_ONLY (JSON, see reconcile's
+	// BillEvent): what accepting the channel's side applies.
+	Line sql.NullString `db:"line"`
 }
 
-const discrepancyColumns = `id, run_id, channel, bill_date, line_key, class, trade_no, channel_txn_id, bill_amount_fen,
-	local_amount_fen, local_status, repair, detail`
+const discrepancyColumns = `id, run_id, item_id, channel, bill_date, line_key, class, trade_no, channel_txn_id, bill_amount_fen,
+	local_amount_fen, currency, local_status, repair, detail, line`
 
 // PutDiscrepancy stores one discrepancy, replacing the run's row of the same line key.
 func (db *DB) PutDiscrepancy(ctx context.Context, d Discrepancy) error {
@@ -349,20 +472,21 @@ func (db *DB) PutDiscrepancies(ctx context.Context, rows []Discrepancy) error {
 	}
 	var b strings.Builder
 	b.WriteString(`INSERT INTO recon_discrepancy (run_id, channel, bill_date, line_key, class, trade_no, channel_txn_id,
-		bill_amount_fen, local_amount_fen, local_status, repair, detail) VALUES `)
-	args := make([]any, 0, len(rows)*12)
+		bill_amount_fen, local_amount_fen, currency, local_status, repair, detail, line) VALUES `)
+	args := make([]any, 0, len(rows)*14)
 	for i, d := range rows {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+		b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 		args = append(args, d.RunID, d.Channel, d.BillDate.Format(time.DateOnly), clip(d.LineKey, 200), d.Class, clip(d.TradeNo, 64),
-			clip(d.ChannelTxnID, 128), d.BillAmountFen, d.LocalAmountFen, clip(d.LocalStatus, 16), clip(d.Repair, 32), clip(d.Detail, 256))
+			clip(d.ChannelTxnID, 128), d.BillAmountFen, d.LocalAmountFen, clip(d.Currency, 3), clip(d.LocalStatus, 16), clip(d.Repair, 32),
+			clip(d.Detail, 256), d.Line)
 	}
 	b.WriteString(` ON DUPLICATE KEY UPDATE run_id = VALUES(run_id), class = VALUES(class), trade_no = VALUES(trade_no),
 		channel_txn_id = VALUES(channel_txn_id), bill_amount_fen = VALUES(bill_amount_fen),
-		local_amount_fen = VALUES(local_amount_fen), local_status = VALUES(local_status), repair = VALUES(repair),
-		detail = VALUES(detail)`)
+		local_amount_fen = VALUES(local_amount_fen), currency = VALUES(currency), local_status = VALUES(local_status),
+		repair = VALUES(repair), detail = VALUES(detail), line = VALUES(line)`)
 	_, err := db.x.ExecContext(ctx, b.String(), args...)
 	return err
 }

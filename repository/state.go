@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/paygw/paygw/metrics"
-	"github.com/paygw/paygw/payment"
 )
 
 var _ metrics.StateReader = (*DB)(nil)
@@ -23,6 +22,8 @@ func (db *DB) StoredState(ctx context.Context) (metrics.State, error) {
 		OpenAnomalies: map[string]int{},
 		Discrepancies: map[[2]string]int{},
 		LastSuccess:   map[[2]string]time.Time{},
+		Reopened:      map[string]int{},
+		DaysReopened:  map[string]int{},
 	}
 	var anomalies []struct {
 		Kind string `db:"kind"`
@@ -40,13 +41,9 @@ func (db *DB) StoredState(ctx context.Context) (metrics.State, error) {
 		Class   string `db:"class"`
 		N       int    `db:"n"`
 	}
-	const open = `SELECT d.channel, d.class, COUNT(*) AS n FROM recon_discrepancy d
-		JOIN (SELECT MAX(id) AS id FROM recon_run WHERE status = ? GROUP BY channel, source, bill_date) r ON r.id = d.run_id
-		WHERE NOT (d.class = ? AND d.repair = ?) AND NOT (d.class = ? AND d.repair = ?)
-		GROUP BY d.channel, d.class`
-	err := db.x.SelectContext(ctx, &discrepancies, open, RunComplete, "CHANNEL_ONLY", string(payment.OutcomeApplied),
-		"REFUND_CHANNEL_ONLY", string(payment.OutcomeRefunded))
-	if err != nil {
+	// Open items: not repaired, resolved or gone (PENDING included).
+	const open = `SELECT channel, class, COUNT(*) AS n FROM recon_item WHERE status = ? GROUP BY channel, class`
+	if err := db.x.SelectContext(ctx, &discrepancies, open, StatusOpen); err != nil {
 		return st, err
 	}
 	for _, d := range discrepancies {
@@ -66,6 +63,18 @@ func (db *DB) StoredState(ctx context.Context) (metrics.State, error) {
 	}
 	for _, l := range last {
 		st.LastSuccess[[2]string{l.Job, l.Channel}] = l.At
+	}
+	var reopened []struct {
+		Channel string `db:"channel"`
+		Times   int    `db:"times"`
+		Days    int    `db:"days"`
+	}
+	const reopenedQ = `SELECT channel, SUM(reopen_count) AS times, SUM(status = ?) AS days FROM recon_signoff GROUP BY channel`
+	if err := db.x.SelectContext(ctx, &reopened, reopenedQ, DayReopened); err != nil {
+		return st, err
+	}
+	for _, r := range reopened {
+		st.Reopened[r.Channel], st.DaysReopened[r.Channel] = r.Times, r.Days
 	}
 	const unsequenced = `SELECT COUNT(*) FROM event WHERE seq IS NULL`
 	if err := db.x.GetContext(ctx, &st.EventsUnsequenced, unsequenced); err != nil {

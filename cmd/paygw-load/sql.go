@@ -238,7 +238,7 @@ func (a *admin) reuseGrowth(ctx context.Context, db string, n int64) (bool, erro
 	}
 	clean := []string{"DELETE FROM " + db + ".idempotent_record WHERE status IN (0, 1, 2) AND update_time > NOW(3) - INTERVAL 1 DAY"}
 	for _, t := range []string{"anomaly", "notify_journal", "orders", "payment_attempt", "refund", "stock", "job_lease",
-		"recon_discrepancy", "recon_line", "recon_run"} {
+		"recon_discrepancy", "recon_line", "recon_run", "recon_item", "recon_signoff"} {
 		clean = append(clean, "DELETE FROM "+db+"."+t)
 	}
 	for _, q := range clean {
