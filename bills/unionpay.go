@@ -26,6 +26,12 @@ import (
 // which carries no year: the reader takes the year that puts it nearest the bill date, so a
 // January 1st bill can hold December 31st lines of the year before; a time more than 31 days
 // from the bill date is a bad line. The ZM file states no summary.
+//
+// Fees: 商户手续费 is the line's fee and 清算净额 its net, each a C or D and twelve digits of fen:
+// C credits the merchant, D debits it. So a fee charged is D (FeeFen positive) and one returned
+// on a refund C (negative); a payment's net is C (NetFen positive), a refund's D. The rate
+// applies to 交易金额. A field of spaces states nothing; anything else but C/D and twelve digits is
+// a bad line.
 type UnionPay struct {
 	lr     *lineReader
 	date   time.Time
@@ -46,6 +52,8 @@ const (
 	zmTxnType   = 19 // 交易类型
 	zmOrigQryID = 26 // 原交易查询流水号
 	zmMerID     = 27 // 商户代码
+	zmFee       = 15 // 商户手续费
+	zmNet       = 32 // 清算净额
 )
 
 // zmLen is a full line's length: every field and its separator (the last separator may be
@@ -222,7 +230,35 @@ func (u *UnionPay) row(no int) (l Line, skip bool, err error) {
 		return Line{}, false, lineErr(no, "交易传输时间 %s: %v", quote(f[zmTime]), err)
 	}
 	l.No, l.Currency, l.Merchant = no, "CNY", strings.TrimSpace(f[zmMerID])
+	var credit int64
+	if credit, l.FeeStated, err = zmSigned(f[zmFee]); err != nil {
+		return Line{}, false, lineErr(no, "商户手续费 %s: %v", quote(f[zmFee]), err)
+	}
+	l.FeeFen, l.FeeBaseFen = -credit, l.AmountFen
+	if l.NetFen, l.NetStated, err = zmSigned(f[zmNet]); err != nil {
+		return Line{}, false, lineErr(no, "清算净额 %s: %v", quote(f[zmNet]), err)
+	}
 	return l, false, nil
+}
+
+// zmSigned reads a C/D amount ("D000000000006") as a credit to the merchant: C positive, D
+// negative; stated is false for a field of spaces.
+func zmSigned(s string) (credit int64, stated bool, err error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, false, nil
+	}
+	if len(s) != 13 || (s[0] != 'C' && s[0] != 'D') || !allDigits(s[1:]) {
+		return 0, false, fmt.Errorf("want C or D and 12 digits of fen")
+	}
+	v, err := parseUint(s[1:])
+	if err != nil {
+		return 0, false, err
+	}
+	if s[0] == 'D' {
+		v = -v
+	}
+	return v, true, nil
 }
 
 // zmWindow bounds how far a line's time may be from its bill's date: a day's file holds that
