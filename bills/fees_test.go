@@ -101,12 +101,12 @@ func TestWeChatFees(t *testing.T) {
 	}
 }
 
-// UnionPay's 商户手续费 and 清算净额: D debits the merchant, C credits it.
+// UnionPay's 商户手续费: D debits the merchant, C credits it. 清算净额 is not read, whatever it holds.
 func TestUnionPayFees(t *testing.T) {
 	pay := zmRow("01", "0101000001", "10000", "512501010000010002", "T2", "")
-	pay[zmFee], pay[zmNet] = "D000000000060", "C000000009940"
+	pay[zmFee], pay[32] = "D000000000060", "C000000009940"
 	refund := zmRow("04", "0101100000", "10000", "512501011000000003", "T2", "512501010000010002")
-	refund[zmFee], refund[zmNet] = "C000000000060", "D000000009940"
+	refund[zmFee], refund[32] = "C000000000060", "0000000009940"
 	none := zmRow("01", "0101000002", "500", "512501010000020002", "T3", "")
 	bad := zmRow("01", "0101000003", "500", "512501010000030002", "T4", "")
 	bad[zmFee] = "+000000000060"
@@ -115,8 +115,8 @@ func TestUnionPayFees(t *testing.T) {
 		t.Fatalf("err %v, bad %v", res.err, res.bad)
 	}
 	wantFees(t, res.lines, []fees{
-		{fee: 60, base: 10000, net: 9940, feeStated: true, netStated: true},
-		{fee: -60, base: 10000, net: -9940, feeStated: true, netStated: true},
+		{fee: 60, base: 10000, feeStated: true},
+		{fee: -60, base: 10000, feeStated: true},
 		{base: 500},
 	})
 }

@@ -71,7 +71,7 @@ func FuzzUnionPayZM(f *testing.F) {
 		zmRow("04", "0101100000", "500", "512501011000000003", "T1", "512412312359590001")))
 	f.Add(zmLine(f, zmRow("31", "0101000001", "1", "1", "订单", "2")))
 	withFees := zmRow("01", "0101000001", "10000", "1", "T", "")
-	withFees[zmFee], withFees[zmNet] = "D000000000060", "C000000009940"
+	withFees[zmFee], withFees[32] = "D000000000060", "C000000009940"
 	f.Add(zmLine(f, withFees))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		readAll(t, NewUnionPayZM(bytes.NewReader(data), time.Date(2025, 1, 1, 0, 0, 0, 0, ChinaTime)), maxCalls(data))

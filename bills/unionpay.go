@@ -27,11 +27,12 @@ import (
 // January 1st bill can hold December 31st lines of the year before; a time more than 31 days
 // from the bill date is a bad line. The ZM file states no summary.
 //
-// Fees: 商户手续费 is the line's fee and 清算净额 its net, each a C or D and twelve digits of fen:
-// C credits the merchant, D debits it. So a fee charged is D (FeeFen positive) and one returned
-// on a refund C (negative); a payment's net is C (NetFen positive), a refund's D. The rate
-// applies to 交易金额. A field of spaces states nothing; anything else but C/D and twelve digits is
-// a bad line.
+// Fees: 商户手续费 is the line's fee, a C or D and twelve digits of fen (PROTOCOLS.md): C credits
+// the merchant, D debits it, so a fee charged is D (FeeFen positive) and one returned on a refund
+// C (negative). The rate applies to 交易金额. A field of spaces states nothing; anything else but
+// C/D and twelve digits is a bad line. 清算净额 (the net) is not read: no real ZM line is public
+// and nothing documents how it signs a refund's net (paygw's own fake writes a bare magnitude),
+// so its net is computed, not checked.
 type UnionPay struct {
 	lr     *lineReader
 	date   time.Time
@@ -53,7 +54,6 @@ const (
 	zmOrigQryID = 26 // 原交易查询流水号
 	zmMerID     = 27 // 商户代码
 	zmFee       = 15 // 商户手续费
-	zmNet       = 32 // 清算净额
 )
 
 // zmLen is a full line's length: every field and its separator (the last separator may be
@@ -235,9 +235,6 @@ func (u *UnionPay) row(no int) (l Line, skip bool, err error) {
 		return Line{}, false, lineErr(no, "商户手续费 %s: %v", quote(f[zmFee]), err)
 	}
 	l.FeeFen, l.FeeBaseFen = -credit, l.AmountFen
-	if l.NetFen, l.NetStated, err = zmSigned(f[zmNet]); err != nil {
-		return Line{}, false, lineErr(no, "清算净额 %s: %v", quote(f[zmNet]), err)
-	}
 	return l, false, nil
 }
 
