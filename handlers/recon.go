@@ -31,6 +31,7 @@ type runView struct {
 	BadLines   int            `json:"bad_lines"`
 	Counts     map[string]int `json:"counts"`
 	Trusted    bool           `json:"trusted"`
+	Totals     []runTotalView `json:"totals"`
 }
 
 func runViewOf(r repository.ReconRun) runView {
@@ -59,11 +60,17 @@ func (s *Server) listRuns(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	totals, err := s.db.RunTotals(c.Request().Context(), runIDs(runs))
+	if err != nil {
+		return err
+	}
 	out := struct {
 		Runs []runView `json:"runs"`
 	}{Runs: []runView{}}
 	for _, r := range runs {
-		out.Runs = append(out.Runs, runViewOf(r))
+		v := runViewOf(r)
+		v.Totals = runTotalViews(totals[r.ID])
+		out.Runs = append(out.Runs, v)
 	}
 	return c.JSON(http.StatusOK, out)
 }

@@ -4,7 +4,7 @@
 -- refund); net_fen is gross_fen - refund_fen - fee_fen, what the day settles to the merchant.
 -- Written once the whole bill is read (a bill refused as another merchant's or day's has none).
 --   fee_lines:       the lines that state a fee; 0 when the bill states none (fee_fen is then 0).
---   stated_net_fen:  the lines' own net summed, when each line states one (Stripe, UnionPay).
+--   stated_net_fen:  the lines' own net summed, when each line states one (Stripe).
 --   summary_fee_fen: the bill summary's fee total (WeChat's 手续费总金额), on a bill of one currency.
 CREATE TABLE recon_run_total (
   run_id          BIGINT UNSIGNED NOT NULL,
