@@ -28,6 +28,13 @@ import (
 // Summary.Skipped. 完成时间 is the Line's time (the refund's time on refund rows), Beijing time.
 // Currency is CNY.
 //
+// Fees: 服务费（元）, when the header has it, is the line's fee. The 业务明细 signs every amount as a
+// flow of the merchant's balance (订单金额 and 商家实收 are negative on 退款 rows), so a fee charged
+// reads negative and a fee returned on a refund positive: FeeFen is 服务费 negated. The rate
+// applies to 商家实收（元） (what the merchant receives: merchant-funded discounts are not charged),
+// or to 订单金额 when the header has no 商家实收 column. An empty 服务费 states no fee. The bill
+// states no net per line, and its 合计 lines no fee total.
+//
 // Header: #账号 is the account the bill is of, #起始日期 and 终止日期 its period (see Header).
 //
 // Summary: 交易合计 gives PayCount and PayTotalFen, 退款合计 RefundCount and RefundTotalFen (made
@@ -56,7 +63,7 @@ const (
 	alipayAfter
 )
 
-type alipayColumns struct{ txn, trade, kind, done, amount, refundID, received int }
+type alipayColumns struct{ txn, trade, kind, done, amount, refundID, received, fee int }
 
 type alipayTally struct {
 	pays, refunds            int
@@ -263,6 +270,7 @@ func (a *Alipay) header(no int, text string) error {
 		amount:   need("订单金额（元）", "订单金额(元)"),
 		refundID: need("退款批次号/请求号"),
 		received: c.opt("商家实收（元）", "商家实收(元)"),
+		fee:      c.opt("服务费（元）", "服务费(元)"),
 	}
 	a.n = strings.Count(text, ",") + 1
 	return err
@@ -310,6 +318,9 @@ func (a *Alipay) row(no int, text string) (l Line, skip bool, err error) {
 			return Line{}, false, lineErr(no, "商家实收（元） %s: %v", quote(s), err)
 		}
 	}
+	if err := alipayFee(&l, f, c, max(amount, -amount), received); err != nil {
+		return Line{}, false, lineErr(no, "%v", err)
+	}
 	if l.Kind == KindPay {
 		if amount <= 0 {
 			return Line{}, false, lineErr(no, "订单金额（元） %s: a 交易 row wants a positive amount", quote(s))
@@ -327,6 +338,29 @@ func (a *Alipay) row(no int, text string) (l Line, skip bool, err error) {
 		a.seen.refReceived -= received
 	}
 	return l, false, nil
+}
+
+// alipayFee reads the row's 服务费 into l (see Alipay), once l.Kind is known; received is the
+// row's 订单金额 made positive, received its 商家实收 as the bill signs it (read when c.received
+// is a column).
+func alipayFee(l *Line, f []string, c alipayColumns, amount, received int64) error {
+	if c.fee < 0 {
+		return nil
+	}
+	s := trimField(f[c.fee])
+	if s == "" {
+		return nil
+	}
+	fee, err := parseDecimal(s, 2)
+	if err != nil {
+		return fmt.Errorf("服务费（元） %s: %v", quote(s), err)
+	}
+	l.FeeFen, l.FeeStated = -fee, true
+	l.FeeBaseFen = amount
+	if c.received >= 0 {
+		l.FeeBaseFen = max(received, -received)
+	}
+	return nil
 }
 
 // after reads the lines past the detail block: the totals, and comments.

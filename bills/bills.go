@@ -32,6 +32,16 @@ type Line struct {
 	// Merchant is WeChat's 商户号 or UnionPay's 商户代码, AppID WeChat's 公众账号ID; "" otherwise.
 	Merchant string
 	AppID    string
+
+	// Fees, where the format states them on its lines. FeeFen is the channel's fee on the line in
+	// paygw's sign: positive when charged, negative when returned (a refund's share of its payment's
+	// fee), whatever sign the bill writes it with; FeeBaseFen is the amount the channel's rate is
+	// charged on (each reader says which column). NetFen is what the line settles to the merchant,
+	// signed: AmountFen − FeeFen for a payment, −AmountFen − FeeFen for a refund. FeeStated and
+	// NetStated say whether the line states them; a reader whose format has no such column leaves
+	// them false.
+	FeeFen, FeeBaseFen, NetFen int64
+	FeeStated, NetStated       bool
 }
 
 // Header is what a bill states about itself before its lines: whose bill it is and which period
@@ -73,6 +83,12 @@ type Summary struct {
 	// Skipped counts detail rows read and deliberately not yielded: kinds paygw does not
 	// reconcile (each reader documents which). Set for every bill, with a summary or without.
 	Skipped int
+	// FeeStated: the summary states the bill's fee total, FeeTotalFen, in paygw's sign (positive
+	// when charged; the sum of the lines' FeeFen). SkippedFeeFen is the fee on the rows counted in
+	// Skipped, which the summary's total includes and no line carries.
+	FeeStated     bool
+	FeeTotalFen   int64
+	SkippedFeeFen int64
 	// Mismatch is set when the bill's summary disagrees with its detail rows, compared in the
 	// bill's own terms by the reader that knows them (which column a total sums, which rows a
 	// count counts). Bad lines cannot be summed, so a bill with any usually mismatches too.

@@ -70,6 +70,9 @@ func FuzzUnionPayZM(f *testing.F) {
 		zmRow("01", "1231235959", "1999", "512412312359590001", "T1", ""),
 		zmRow("04", "0101100000", "500", "512501011000000003", "T1", "512412312359590001")))
 	f.Add(zmLine(f, zmRow("31", "0101000001", "1", "1", "订单", "2")))
+	withFees := zmRow("01", "0101000001", "10000", "1", "T", "")
+	withFees[zmFee], withFees[32] = "D000000000060", "C000000009940"
+	f.Add(zmLine(f, withFees))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		readAll(t, NewUnionPayZM(bytes.NewReader(data), time.Date(2025, 1, 1, 0, 0, 0, 0, ChinaTime)), maxCalls(data))
 	})
@@ -110,6 +113,7 @@ func FuzzCSV(f *testing.F) {
 	bill := "trade_no,channel_txn_id,kind,amount_fen,currency,time,refund_id\nT1,ch_1,PAY,1999,CNY,2024-05-01T10:20:30+08:00,\nT1,ch_1,REFUND,5,CNY,2024-05-01T10:20:30Z,r\n"
 	f.Add([]byte(bill), uint8(80))
 	f.Add([]byte(bill+"\n\n\"T2\n\",ch_2,PAY,1,CNY,2024-05-01T10:20:30Z,\n\""), uint8(255))
+	f.Add([]byte("trade_no,channel_txn_id,kind,amount_fen,currency,time,fee_fen\nT1,ch_1,PAY,1999,CNY,2024-05-01T10:20:30Z,12\nT1,ch_1,REFUND,5,CNY,2024-05-01T10:20:30Z,-1\n"), uint8(120))
 	f.Fuzz(func(t *testing.T, data []byte, limit uint8) {
 		readAll(t, NewCSV(bytes.NewReader(data)), maxCalls(data))
 		readAll(t, &CSV{rows: headedRecords{rs: newCSVRecordsLimit(iotest.OneByteReader(bytes.NewReader(data)), int(limit)+1)}}, maxCalls(data))
@@ -150,15 +154,15 @@ func FuzzParseDecimal(f *testing.F) {
 	})
 }
 
-// FuzzParseStripeGross holds parseStripeGross to math/big.Rat: what it accepts is the input's
+// FuzzParseDecimalPadded holds parseDecimalPadded to math/big.Rat: what it accepts is the input's
 // exact value in minor units, and it accepts all that parseDecimal accepts.
-func FuzzParseStripeGross(f *testing.F) {
-	for _, s := range []string{"1000.00", "-3.00", "10.500", "1.50", "1.", "0.000000001"} {
+func FuzzParseDecimalPadded(f *testing.F) {
+	for _, s := range []string{"1000.00", "-3.00", "10.500", "1.50", "1.", "0.000000001", "0.04000", "-0.02000"} {
 		f.Add(s, 0)
 	}
 	f.Fuzz(func(t *testing.T, s string, exp int) {
 		exp = ((exp % 4) + 4) % 4
-		v, err := parseStripeGross(s, exp)
+		v, err := parseDecimalPadded(s, exp)
 		if strict, serr := parseDecimal(s, exp); serr == nil && (err != nil || v != strict) {
 			t.Fatalf("%q at exp %d: %d, %v; parseDecimal gives %d", s, exp, v, err, strict)
 		}

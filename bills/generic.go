@@ -10,8 +10,8 @@ import (
 //
 //   - UTF-8 text, RFC 4180 CSV (fields may be quoted), LF or CRLF line endings;
 //   - a header row naming the columns, in any order; extra columns are ignored:
-//     trade_no, channel_txn_id, kind, amount_fen, currency, time are required, refund_id is
-//     optional;
+//     trade_no, channel_txn_id, kind, amount_fen, currency, time are required, refund_id and
+//     fee_fen are optional;
 //   - one row per transaction:
 //     trade_no       the merchant order number (paygw's trade_no), not empty;
 //     channel_txn_id the channel's transaction id, the one its notifications carry; for a refund,
@@ -21,13 +21,16 @@ import (
 //     (a refund's amount is positive too);
 //     currency       ISO 4217, three letters (upper-cased);
 //     time           when it happened, RFC 3339 with an offset ("2024-05-01T10:20:30+08:00");
-//     refund_id      the channel's refund id, for refunds (may be empty).
+//     refund_id      the channel's refund id, for refunds (may be empty);
+//     fee_fen        the channel's fee on the line in minor units, digits with an optional '-':
+//     positive when charged, negative when returned with a refund (may be empty: no fee
+//     stated). The rate applies to amount_fen. There is no net column: the net follows.
 //
 // Example:
 //
-//	trade_no,channel_txn_id,kind,amount_fen,currency,time,refund_id
-//	T20240501001,ch_1001,PAY,1999,CNY,2024-05-01T10:20:30+08:00,
-//	T20240501001,ch_1001,REFUND,500,CNY,2024-05-01T12:00:00+08:00,rf_77
+//	trade_no,channel_txn_id,kind,amount_fen,currency,time,refund_id,fee_fen
+//	T20240501001,ch_1001,PAY,1999,CNY,2024-05-01T10:20:30+08:00,,12
+//	T20240501001,ch_1001,REFUND,500,CNY,2024-05-01T12:00:00+08:00,rf_77,-3
 //
 // The format states no summary.
 type CSV struct {
@@ -36,7 +39,7 @@ type CSV struct {
 	col  csvColumns
 }
 
-type csvColumns struct{ tradeNo, txn, kind, amount, currency, time, refundID int }
+type csvColumns struct{ tradeNo, txn, kind, amount, currency, time, refundID, fee int }
 
 var _ Reader = (*CSV)(nil)
 
@@ -70,6 +73,7 @@ func (c *CSV) readHeader(rec []string) error {
 		currency: need("currency"),
 		time:     need("time"),
 		refundID: cols.opt("refund_id"),
+		fee:      cols.opt("fee_fen"),
 	}
 	c.n = len(rec)
 	return err
@@ -108,6 +112,14 @@ func (c *CSV) row(no int, f []string) (l Line, err error) {
 	ts := strings.TrimSpace(f[col.time])
 	if l.Time, err = time.Parse(time.RFC3339, ts); err != nil {
 		return Line{}, lineErr(no, "time %s: want RFC 3339", quote(ts))
+	}
+	if col.fee >= 0 {
+		if fee := strings.TrimSpace(f[col.fee]); fee != "" {
+			if l.FeeFen, err = parseSigned(fee); err != nil {
+				return Line{}, lineErr(no, "fee_fen %s: want minor units, digits with an optional '-'", quote(fee))
+			}
+			l.FeeStated, l.FeeBaseFen = true, l.AmountFen
+		}
 	}
 	l.No = no
 	return l, nil

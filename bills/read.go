@@ -299,3 +299,28 @@ func minorDigits(cur string) int {
 	exp, _ := money.Exponent(cur)
 	return exp
 }
+
+// parseDecimalPadded is parseDecimal, but digits past the currency's exponent may be zeros (up
+// to 8 after the point): Stripe's API counts ISK in hundredths, and if its report prints ISK like
+// a two-decimal currency ("1000.00"), the zeros change no value; WeChat writes its fees with five
+// decimals ("0.04000"), rounded to the fen. A non-zero digit there is still refused.
+func parseDecimalPadded(s string, exp int) (int64, error) {
+	if whole, frac, ok := strings.Cut(s, "."); ok && len(frac) > exp && len(frac) <= 8 && strings.Trim(frac[exp:], "0") == "" {
+		s = whole
+		if exp > 0 {
+			s += "." + frac[:exp]
+		}
+	}
+	return parseDecimal(s, exp)
+}
+
+// parseSigned parses an optional '-' and a run of ASCII digits (an amount in minor units that
+// may be negative).
+func parseSigned(s string) (int64, error) {
+	neg := strings.HasPrefix(s, "-")
+	v, err := parseUint(strings.TrimPrefix(s, "-"))
+	if neg {
+		v = -v
+	}
+	return v, err
+}

@@ -1,6 +1,7 @@
 package bills
 
 import (
+	"fmt"
 	"io"
 	"strings"
 	"time"
@@ -22,6 +23,12 @@ import (
 // being major units, Stripe's own API exponents (channels/stripe: ISK, MGA) play no part; a refund's
 // negative gross becomes a positive amount. created_utc ("2006-01-02 15:04:05", or RFC 3339) is
 // UTC. The report states no summary.
+//
+// Fees: fee and net, when the report has those columns (columns[] asks for them), are the line's
+// fee and net in major units, converted like gross. Stripe signs them as paygw does: fee positive
+// when charged, negative when returned (a refund that gives back its charge's fee), and
+// net = gross − fee, a refund's negative. The rate applies to gross; Stripe's standard pricing adds
+// a fixed amount per charge, which a rate alone does not describe.
 type Stripe struct {
 	rows headedRecords
 	n    int
@@ -29,7 +36,7 @@ type Stripe struct {
 	sum  Summary
 }
 
-type stripeColumns struct{ btxn, created, currency, gross, category, intent, tradeNo, source int }
+type stripeColumns struct{ btxn, created, currency, gross, category, intent, tradeNo, source, fee, net int }
 
 var _ Reader = (*Stripe)(nil)
 
@@ -72,6 +79,8 @@ func (s *Stripe) readHeader(rec []string) error {
 		intent:   need("payment_intent_id"),
 		tradeNo:  need("payment_metadata[trade_no]"),
 		source:   need("source_id"),
+		fee:      c.opt("fee"),
+		net:      c.opt("net"),
 	}
 	s.n = len(rec)
 	return err
@@ -101,7 +110,7 @@ func (s *Stripe) row(no int, f []string) (l Line, skip bool, err error) {
 		return Line{}, false, lineErr(no, "currency %s: want an ISO 4217 code", quote(f[c.currency]))
 	}
 	gross := strings.TrimSpace(f[c.gross])
-	amount, err := parseStripeGross(gross, minorDigits(cur))
+	amount, err := parseDecimalPadded(gross, minorDigits(cur))
 	if err != nil {
 		return Line{}, false, lineErr(no, "gross %s (%s): %v", quote(gross), cur, err)
 	}
@@ -112,6 +121,13 @@ func (s *Stripe) row(no int, f []string) (l Line, skip bool, err error) {
 		return Line{}, false, lineErr(no, "gross %s: a refund wants a negative amount", quote(gross))
 	}
 	l.AmountFen = max(amount, -amount)
+	if l.FeeStated, l.FeeFen, err = stripeMoney(f, c.fee, cur); err != nil {
+		return Line{}, false, lineErr(no, "fee %v", err)
+	}
+	l.FeeBaseFen = l.AmountFen
+	if l.NetStated, l.NetFen, err = stripeMoney(f, c.net, cur); err != nil {
+		return Line{}, false, lineErr(no, "net %v", err)
+	}
 	if l.ChannelTxnID = strings.TrimSpace(f[c.intent]); l.ChannelTxnID == "" {
 		return Line{}, false, lineErr(no, "payment_intent_id empty: paygw matches Stripe payments by their intent")
 	}
@@ -130,15 +146,18 @@ func (s *Stripe) row(no int, f []string) (l Line, skip bool, err error) {
 	return l, false, nil
 }
 
-// parseStripeGross is parseDecimal, but digits past the currency's exponent may be zeros:
-// Stripe's API counts ISK in hundredths, and if its report prints ISK like a two-decimal
-// currency ("1000.00"), the zeros change no value. A non-zero digit there is still refused.
-func parseStripeGross(s string, exp int) (int64, error) {
-	if whole, frac, ok := strings.Cut(s, "."); ok && len(frac) > exp && len(frac) <= 8 && strings.Trim(frac[exp:], "0") == "" {
-		s = whole
-		if exp > 0 {
-			s += "." + frac[:exp]
-		}
+// stripeMoney reads an optional money column (fee, net) of a row in cur's minor units; stated is
+// false when the header has no such column or the field is empty.
+func stripeMoney(f []string, col int, cur string) (stated bool, v int64, err error) {
+	if col < 0 {
+		return false, 0, nil
 	}
-	return parseDecimal(s, exp)
+	s := strings.TrimSpace(f[col])
+	if s == "" {
+		return false, 0, nil
+	}
+	if v, err = parseDecimalPadded(s, minorDigits(cur)); err != nil {
+		return false, 0, fmt.Errorf("%s (%s): %v", quote(s), cur, err)
+	}
+	return true, v, nil
 }

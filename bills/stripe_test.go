@@ -112,9 +112,9 @@ func TestParseStripeGross(t *testing.T) {
 		{"10.50", 2, 1050, true}, {"1000", 0, 1000, true},
 		{"1.50", 0, 0, false}, {"1.2340", 2, 0, false}, {"1.000000000", 0, 0, false}, {"1.", 0, 0, false}, {"1,000.00", 0, 0, false},
 	} {
-		got, err := parseStripeGross(c.in, c.exp)
+		got, err := parseDecimalPadded(c.in, c.exp)
 		if (err == nil) != c.ok || got != c.want {
-			t.Errorf("parseStripeGross(%q, %d) = %d, %v; want %d, ok %v", c.in, c.exp, got, err, c.want, c.ok)
+			t.Errorf("parseDecimalPadded(%q, %d) = %d, %v; want %d, ok %v", c.in, c.exp, got, err, c.want, c.ok)
 		}
 	}
 }

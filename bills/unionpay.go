@@ -26,6 +26,13 @@ import (
 // which carries no year: the reader takes the year that puts it nearest the bill date, so a
 // January 1st bill can hold December 31st lines of the year before; a time more than 31 days
 // from the bill date is a bad line. The ZM file states no summary.
+//
+// Fees: 商户手续费 is the line's fee, a C or D and twelve digits of fen (PROTOCOLS.md): C credits
+// the merchant, D debits it, so a fee charged is D (FeeFen positive) and one returned on a refund
+// C (negative). The rate applies to 交易金额. A field of spaces states nothing; anything else but
+// C/D and twelve digits is a bad line. 清算净额 (the net) is not read: no real ZM line is public
+// and nothing documents how it signs a refund's net (paygw's own fake writes a bare magnitude),
+// so its net is computed, not checked.
 type UnionPay struct {
 	lr     *lineReader
 	date   time.Time
@@ -46,6 +53,7 @@ const (
 	zmTxnType   = 19 // 交易类型
 	zmOrigQryID = 26 // 原交易查询流水号
 	zmMerID     = 27 // 商户代码
+	zmFee       = 15 // 商户手续费
 )
 
 // zmLen is a full line's length: every field and its separator (the last separator may be
@@ -222,7 +230,32 @@ func (u *UnionPay) row(no int) (l Line, skip bool, err error) {
 		return Line{}, false, lineErr(no, "交易传输时间 %s: %v", quote(f[zmTime]), err)
 	}
 	l.No, l.Currency, l.Merchant = no, "CNY", strings.TrimSpace(f[zmMerID])
+	var credit int64
+	if credit, l.FeeStated, err = zmSigned(f[zmFee]); err != nil {
+		return Line{}, false, lineErr(no, "商户手续费 %s: %v", quote(f[zmFee]), err)
+	}
+	l.FeeFen, l.FeeBaseFen = -credit, l.AmountFen
 	return l, false, nil
+}
+
+// zmSigned reads a C/D amount ("D000000000006") as a credit to the merchant: C positive, D
+// negative; stated is false for a field of spaces.
+func zmSigned(s string) (credit int64, stated bool, err error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, false, nil
+	}
+	if len(s) != 13 || (s[0] != 'C' && s[0] != 'D') || !allDigits(s[1:]) {
+		return 0, false, fmt.Errorf("want C or D and 12 digits of fen")
+	}
+	v, err := parseUint(s[1:])
+	if err != nil {
+		return 0, false, err
+	}
+	if s[0] == 'D' {
+		v = -v
+	}
+	return v, true, nil
 }
 
 // zmWindow bounds how far a line's time may be from its bill's date: a day's file holds that

@@ -31,7 +31,16 @@ import (
 // Summary: RowCount = 总交易单数 (it counts every row, refunds and revoked ones included),
 // PayTotalFen = 订单总金额 (the 订单金额 column summed over every row: refund rows carry 0.00
 // there), RefundTotalFen = 退款总金额 (退款金额 summed). WeChat states no count per kind, so
-// PayCount and RefundCount stay 0. A bill that ends without its summary was cut short: ErrFormat
+// PayCount and RefundCount stay 0. FeeTotalFen = 手续费总金额, when the summary has the column.
+//
+// Fees: 手续费, when the header has it, is the line's fee, written with five decimals but rounded
+// to the fen by WeChat (a real bill: 6.00 at 0.60% is 0.04000), so digits past the currency's
+// exponent must be zeros. WeChat signs it as paygw does: positive on a SUCCESS row, negative on a
+// REFUND row (the fee returned with the refund; a REFUND bill's 手续费总金额 is negative), and its
+// 手续费总金额 is the signed sum over every row, REVOKED ones too (their fee is in
+// Summary.SkippedFeeFen). The rate applies to 应结订单金额 (the amount settled: WeChat charges no
+// fee on the non-recharge coupons 订单金额 includes), or to 订单金额 when the header has no such
+// column. The bill states no net per line. A bill that ends without its summary was cut short: ErrFormat
 // once the lines are read.
 type WeChat struct {
 	src    io.Reader
@@ -53,9 +62,9 @@ const (
 	wechatAfter
 )
 
-type wechatColumns struct{ time, txn, trade, status, currency, amount, refundID, refundAmt, mchID, appID int }
+type wechatColumns struct{ time, txn, trade, status, currency, amount, refundID, refundAmt, mchID, appID, fee, settled int }
 
-type wechatSummaryColumns struct{ rows, orderTotal, refundTotal, n int }
+type wechatSummaryColumns struct{ rows, orderTotal, refundTotal, feeTotal, n int }
 
 type wechatTally struct {
 	rows, bad           int
@@ -175,6 +184,8 @@ func (w *WeChat) header(no int, text string) error {
 		refundAmt: c.opt("退款金额"),
 		mchID:     c.opt("商户号"), // whose row it is: missing, the bill run cannot check it
 		appID:     c.opt("公众账号ID"),
+		fee:       c.opt("手续费"),
+		settled:   c.opt("应结订单金额"),
 	}
 	w.n = strings.Count(text, ",") + 1
 	return err
@@ -208,6 +219,10 @@ func (w *WeChat) row(no int, text string) (l Line, skip bool, err error) {
 	if err != nil {
 		return Line{}, false, lineErr(no, "订单金额 %s: %v", quote(f[c.amount]), err)
 	}
+	fee, base, err := w.fee(f, exp, amount)
+	if err != nil {
+		return Line{}, false, lineErr(no, "%v", err)
+	}
 	w.seen.orderFen += amount
 	status := trimField(f[c.status])
 	switch status {
@@ -235,6 +250,7 @@ func (w *WeChat) row(no int, text string) (l Line, skip bool, err error) {
 		}
 	case "REVOKED":
 		w.sum.Skipped++
+		w.sum.SkippedFeeFen += fee
 		return Line{}, true, nil
 	default:
 		return Line{}, false, lineErr(no, "交易状态 %s: want SUCCESS, REFUND or REVOKED", quote(status))
@@ -256,7 +272,34 @@ func (w *WeChat) row(no int, text string) (l Line, skip bool, err error) {
 	if c.appID >= 0 {
 		l.AppID = trimField(f[c.appID])
 	}
+	if c.fee >= 0 {
+		l.FeeFen, l.FeeStated, l.FeeBaseFen = fee, true, base
+		if l.Kind == KindRefund {
+			l.FeeBaseFen = l.AmountFen
+		}
+	}
 	return l, false, nil
+}
+
+// fee reads a row's 手续费 (0 when the header has no such column) and the amount the rate applies
+// to: 应结订单金额, else amount (订单金额).
+func (w *WeChat) fee(f []string, exp int, amount int64) (fee, base int64, err error) {
+	c := w.col
+	if c.fee < 0 {
+		return 0, 0, nil
+	}
+	s := trimField(f[c.fee])
+	if fee, err = parseDecimalPadded(s, exp); err != nil {
+		return 0, 0, fmt.Errorf("手续费 %s: %v", quote(s), err)
+	}
+	base = amount
+	if c.settled >= 0 {
+		s := trimField(f[c.settled])
+		if base, err = parseDecimal(s, exp); err != nil {
+			return 0, 0, fmt.Errorf("应结订单金额 %s: %v", quote(s), err)
+		}
+	}
+	return fee, base, nil
 }
 
 func (w *WeChat) summaryHeader(no int, text string) error {
@@ -267,6 +310,7 @@ func (w *WeChat) summaryHeader(no int, text string) error {
 		rows:        need("总交易单数"),
 		orderTotal:  need("订单总金额"),
 		refundTotal: need("退款总金额"),
+		feeTotal:    c.opt("手续费总金额"),
 		n:           strings.Count(text, ",") + 1,
 	}
 	return err
@@ -291,6 +335,14 @@ func (w *WeChat) summaryLine(no int, text string) error {
 		return lineErr(no, "退款总金额 %s: %v", quote(f[c.refundTotal]), err)
 	}
 	w.sum.Present, w.sum.RowCount, w.sum.PayTotalFen, w.sum.RefundTotalFen = true, int(rows), order, refund
+	if c.feeTotal >= 0 { // after the totals: an unreadable fee total leaves them checked
+		s := trimField(f[c.feeTotal])
+		fee, err := parseDecimalPadded(s, w.seen.exp)
+		if err != nil {
+			return lineErr(no, "手续费总金额 %s: %v", quote(f[c.feeTotal]), err)
+		}
+		w.sum.FeeStated, w.sum.FeeTotalFen = true, fee
+	}
 	return nil
 }
 

@@ -249,6 +249,10 @@ type Alipay struct {
 	// Outbound (trade query): the merchant app private key, PKCS#1 or PKCS#8 PEM.
 	AppPrivateKeyFile string `koanf:"app_private_key_file"`
 	GatewayURL        string `koanf:"gateway_url"`
+
+	// FeeRate is the contract's fee rate, a decimal fraction ("0.006"): each payment line's fee
+	// in the bill is checked against it (see feerate.go). Optional.
+	FeeRate string `koanf:"fee_rate"`
 }
 
 // WeChatPay is API v3: public-key mode (platform_public_key_id + _file), certificate mode
@@ -268,6 +272,10 @@ type WeChatPay struct {
 	MerchantPrivateKeyFile string `koanf:"merchant_private_key_file"`
 	MerchantSerialNo       string `koanf:"merchant_serial_no"`
 	APIBaseURL             string `koanf:"api_base_url"`
+
+	// FeeRate is the contract's fee rate, a decimal fraction ("0.006"): each payment line's fee
+	// in the bill is checked against it (see feerate.go). Optional.
+	FeeRate string `koanf:"fee_rate"`
 }
 
 // Stripe webhooks: every secret in webhook_secrets (newest first) is accepted, for rotation.
@@ -279,6 +287,10 @@ type Stripe struct {
 	// Outbound (trade query): an sk_ or rk_ key with read access to PaymentIntents and balance.
 	APIKey     string `koanf:"api_key"`
 	APIBaseURL string `koanf:"api_base_url"`
+
+	// FeeRate is the contract's fee rate, a decimal fraction ("0.006"): each payment line's fee
+	// in the bill is checked against it (see feerate.go). Optional.
+	FeeRate string `koanf:"fee_rate"`
 }
 
 // UnionPay ACP 5.1.0: the signing certificate in each message must chain to these, and name
@@ -294,6 +306,10 @@ type UnionPay struct {
 	SignCertFile     string `koanf:"sign_cert_file"`
 	SignCertPassword string `koanf:"sign_cert_password"`
 	QueryURL         string `koanf:"query_url"`
+
+	// FeeRate is the contract's fee rate, a decimal fraction ("0.006"): each payment line's fee
+	// in the bill is checked against it (see feerate.go). Optional.
+	FeeRate string `koanf:"fee_rate"`
 }
 
 func defaults() map[string]any {
@@ -622,6 +638,7 @@ func roleList() string {
 }
 
 func (c *Config) validateChannels(bad func(key, format string, args ...any)) {
+	c.Channels.validateFeeRates(bad)
 	if w := c.Channels.WeChatPay; w.Enabled {
 		if w.MchID == "" {
 			bad("channels.wechatpay.mch_id", "must be set when the channel is enabled")

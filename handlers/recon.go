@@ -33,6 +33,8 @@ type runView struct {
 	Trusted    bool           `json:"trusted"`
 	// Totals: per class and currency, the count and the amount of the run's lines.
 	Totals []repository.ClassTotal `json:"totals"`
+	// BillTotals: per currency, what the bill's lines add up to (gross, refunds, fees, net).
+	BillTotals []runTotalView `json:"bill_totals"`
 	// Result: this run is its day's result for its source (the day's latest complete run).
 	Result bool `json:"result"`
 	// SignOff: the day's sign-off, null if nobody signed it off.
@@ -73,6 +75,10 @@ func (s *Server) listRuns(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	totals, err := s.db.RunTotals(ctx, runIDs(runs))
+	if err != nil {
+		return err
+	}
 	out := struct {
 		Runs []runView `json:"runs"`
 	}{Runs: []runView{}}
@@ -86,6 +92,7 @@ func (s *Server) listRuns(c echo.Context) error {
 			sv := signOffViewOf(so)
 			v.SignOff = &sv
 		}
+		v.BillTotals = runTotalViews(totals[r.ID])
 		out.Runs = append(out.Runs, v)
 	}
 	return c.JSON(http.StatusOK, out)

@@ -462,7 +462,7 @@ var ReconcileAnswers = []string{"PAID", "PAID_REFUNDED", "CLOSED", "NOT_PAID", "
 // DiscrepancyClasses lists the classes of the discrepancies a bill run stores (reconcile's
 // Class* constants but MATCHED and REFUND_MATCHED, which are only counted).
 var DiscrepancyClasses = []string{"CHANNEL_ONLY", "STATUS_MISMATCH", "AMOUNT_MISMATCH", "UNKNOWN_ORDER", "LOCAL_ONLY", "PENDING",
-	"REFUND_CHANNEL_ONLY", "REFUND_AMOUNT_MISMATCH", "SUMMARY_MISMATCH", "BAD_LINE", "UNVERIFIED"}
+	"REFUND_CHANNEL_ONLY", "REFUND_AMOUNT_MISMATCH", "SUMMARY_MISMATCH", "BAD_LINE", "UNVERIFIED", "FEE_MISMATCH"}
 
 // AnomalyKinds lists the kinds of anomaly paygw_anomalies_open counts: the apply outcomes that
 // store one.

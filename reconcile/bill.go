@@ -30,6 +30,10 @@ const (
 	ClassSummaryMismatch      = "SUMMARY_MISMATCH"
 	ClassBadLine              = "BAD_LINE"   // a line the reader could not read: counted, never matched
 	ClassUnverified           = "UNVERIFIED" // an account, period, merchant or app the run could not check
+
+	// A fee that disagrees with its line's net, the bill's summary or the channel's rate
+	// (fees.go): stored, repairs nothing, leaves the bill trusted.
+	ClassFeeMismatch = "FEE_MISMATCH"
 )
 
 // RepairUntrusted is the repair of a row whose repair was not made: the bill is untrusted.
@@ -48,6 +52,9 @@ type BillConfig struct {
 	Downloaded bool
 	// Identity is whom the channel's bills must name (see trust.go).
 	Identity Identity
+	// FeeRate is the channel's configured fee rate, which each payment line's fee is checked
+	// against (see fees.go).
+	FeeRate FeeRate
 }
 
 // BillReport is what a bill run found.
@@ -153,7 +160,8 @@ func (j *Job) MatchBill(ctx context.Context, channel string, day time.Time, r bi
 		return rep, err
 	}
 	rep.RunID = runID
-	b := &billRun{j: j, ctx: ctx, runID: runID, channel: channel, source: source, day: day, rep: &rep, trust: t}
+	b := &billRun{j: j, ctx: ctx, runID: runID, channel: channel, source: source, day: day, rep: &rep, trust: t,
+		fees: newFeeTally(cfg.FeeRate)}
 	if err := b.run(r, first, firstErr, cfg.LocalOnlyGrace, progress); err != nil {
 		// Nothing the run staged stays. The cleanup outlives a cancelled ctx.
 		cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
@@ -199,6 +207,9 @@ func (b *billRun) run(r bills.Reader, l bills.Line, err error, grace time.Durati
 		if err := b.trust.line(l); err != nil {
 			return err
 		}
+		if err := b.feeLine(l); err != nil {
+			return err
+		}
 		rep.Lines++
 		batch = append(batch, repository.BillLine{No: l.No, Kind: string(l.Kind), TradeNo: l.TradeNo, ChannelTxnID: l.ChannelTxnID,
 			RefundID: l.RefundID, AmountFen: l.AmountFen, Currency: l.Currency, Time: l.Time.UTC()})
@@ -223,6 +234,10 @@ func (b *billRun) run(r bills.Reader, l bills.Line, err error, grace time.Durati
 		return err
 	}
 	if err := b.checkUnverified(); err != nil {
+		return err
+	}
+	// The bill's own totals, and its fees (fees.go).
+	if err := b.checkFees(r.Summary()); err != nil {
 		return err
 	}
 	// 3. Payments, 4. refunds, 5. what we hold that the bill lacks.
@@ -274,6 +289,7 @@ type billRun struct {
 	day     time.Time
 	rep     *BillReport
 	trust   *trust
+	fees    feeTally
 	rows    []repository.Discrepancy // waiting for one multi-row insert
 	totals  []repository.ClassTotal
 }

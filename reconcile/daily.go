@@ -21,6 +21,7 @@ type DailyConfig struct {
 	Zone           func(channel string) *time.Location // the zone of channel's day
 	LocalOnlyGrace time.Duration
 	Identities     map[string]Identity // whom each channel's bills must name
+	FeeRates       map[string]FeeRate  // each channel's fee rate, when it configures one
 	Holder         string              // this replica in the bill lease
 }
 
@@ -133,5 +134,5 @@ func (b *DailyBills) run(ctx context.Context, d channels.BillDownloader, day tim
 		return BillReport{}, err
 	}
 	return b.job.MatchBill(ctx, d.Name(), day, r, BillConfig{LocalOnlyGrace: b.cfg.LocalOnlyGrace, Location: day.Location(),
-		Source: repository.SourceChannel, Downloaded: true, Identity: b.cfg.Identities[d.Name()]}, nil)
+		Source: repository.SourceChannel, Downloaded: true, Identity: b.cfg.Identities[d.Name()], FeeRate: b.cfg.FeeRates[d.Name()]}, nil)
 }

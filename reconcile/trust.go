@@ -31,6 +31,10 @@ import (
 //   - its format states an account, period, merchant or app and this bill leaves it out or
 //     states it unreadably (UNVERIFIED).
 //
+// Neither: a bill whose fees disagree (with its lines' nets, its summary's fee total, or the
+// channel's rate) is FEE_MISMATCH (fees.go) and stays trusted. Fees move no money in paygw; the
+// payments and refunds a bill repairs are proved by their amounts, which the summary check covers.
+//
 // Formats that name no merchant and no period (Stripe's report, paygw's generic CSV) are checked
 // by their lines' dates alone.
 

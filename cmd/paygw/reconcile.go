@@ -249,7 +249,7 @@ func (a *app) bill(ctx context.Context, cfg *config.Config, b billFlags, log zer
 	}
 	defer closeBill()
 	bc := reconcile.BillConfig{LocalOnlyGrace: cfg.Reconcile.LocalOnlyGrace, Location: loc, Source: source, Downloaded: b.file == "",
-		Identity: billIdentity(cfg.Channels, matchAs)}
+		Identity: billIdentity(cfg.Channels, matchAs), FeeRate: billFeeRates(cfg.Channels)[matchAs]}
 	rep, err := job.MatchBill(ctx, matchAs, day, r, bc, billProgress(a.stderr))
 	if err != nil {
 		return fmt.Errorf("reconcile bill: %s: %w", from, err)
@@ -321,6 +321,15 @@ func billIdentities(c config.Channels) map[string]reconcile.Identity {
 		ids[ch] = billIdentity(c, ch)
 	}
 	return ids
+}
+
+// billFeeRates is each channel's fee rate (channels.X.fee_rate), from the configuration.
+func billFeeRates(c config.Channels) map[string]reconcile.FeeRate {
+	rates := map[string]reconcile.FeeRate{}
+	for ch, ppm := range c.FeeRates() {
+		rates[ch] = reconcile.FeeRate{PPM: ppm, Set: true}
+	}
+	return rates
 }
 
 // billReader opens f as channel's bill, in the format bills.FileFormat names, as downloads open.

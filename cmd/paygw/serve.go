@@ -258,7 +258,8 @@ func startJobs(ctx context.Context, cfg *config.Config, s *stores, chs []channel
 		job.Metrics = met
 		daily := job.DailyBills(bds, reconcile.DailyConfig{Hour: hour, Minute: minute, LocalOnlyGrace: cfg.Reconcile.LocalOnlyGrace,
 			Zone: func(channel string) *time.Location { return channelDay(cfg, channel) }, Identities: billIdentities(cfg.Channels),
-			Holder: lease.Holder("serve")})
+			FeeRates: billFeeRates(cfg.Channels),
+			Holder:   lease.Holder("serve")})
 		go daily.Serve(ctx)
 	}
 	if err := followCertificates(ctx, cfg, chs, log); err != nil {
