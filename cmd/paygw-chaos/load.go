@@ -299,14 +299,21 @@ func (s *sender) load(ctx context.Context, st *stats, orders []order, dups int, 
 	wg.Wait()
 }
 
-// slowBody trickles its bytes over d, so that the request is in flight for that long.
+// slowBody trickles its bytes, a chunk every pause, so that the request is in flight for that
+// long. begun, if not nil, is closed at the first Read: the client has connected and written
+// the request's headers.
 type slowBody struct {
 	b     []byte
 	chunk int
 	pause time.Duration
+	begun chan struct{}
+	once  sync.Once
 }
 
 func (r *slowBody) Read(p []byte) (int, error) {
+	if r.begun != nil {
+		r.once.Do(func() { close(r.begun) })
+	}
 	if len(r.b) == 0 {
 		return 0, io.EOF
 	}

@@ -354,16 +354,19 @@ func (c *chaos) sigterm(ctx context.Context) (*figures, error) {
 		sleep(ctx, c.o.loadFor/2)
 		var wg sync.WaitGroup
 		var mu sync.Mutex
-		for _, o := range slow {
+		begun := make([]chan struct{}, len(slow))
+		for i, o := range slow {
 			wg.Add(1)
+			begun[i] = make(chan struct{})
 			go func() {
 				defer wg.Done()
 				m, err := c.sender.signers[o.Channel].Sign(payment(o))
 				if err != nil {
+					close(begun[i])
 					return
 				}
-				// About 1.2 s of body, begun 300 ms before the SIGTERM.
-				body := &slowBody{b: m.Body, chunk: len(m.Body)/12 + 1, pause: 100 * time.Millisecond}
+				// About 1.2 s of body, its first byte sent 300 ms before the SIGTERM.
+				body := &slowBody{b: m.Body, chunk: len(m.Body)/12 + 1, pause: 100 * time.Millisecond, begun: begun[i]}
 				d := c.sender.post(ctx, f.st, 0, o.Channel, body, len(m.Body), m.Header)
 				mu.Lock()
 				if d.kind() == "success" {
@@ -376,6 +379,17 @@ func (c *chaos) sigterm(ctx context.Context) (*figures, error) {
 					c.sender.chain(ctx, f.st, o, m, 1)
 				}
 			}()
+		}
+		// Every slow request connected and sent its headers (on a loaded box a dial can take longer
+		// than any fixed wait, and a request not yet accepted is refused, not cut), then 300 ms
+		// for the replica to accept it and start reading its body.
+		patience := time.After(5 * time.Second)
+		for _, b := range begun {
+			select {
+			case <-b:
+			case <-patience:
+			case <-ctx.Done():
+			}
 		}
 		sleep(ctx, 300*time.Millisecond)
 		w.mu.Lock()
