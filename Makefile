@@ -37,8 +37,13 @@ test: services
 	  [ "$$status" = 0 ] || grep -E -B25 '^\s*--- FAIL|^panic:' .test.log | grep -v '^redis: ' | head -300; \
 	  exit $$status
 	go run ./internal/secretscan -secrets .test.secrets -log .test.log -log .services
-	scripts/chaos.sh --short
-	scripts/model.sh
+	@# The spin model (CPU, one core) runs beside the short chaos drill (mostly waiting on its
+	@# faults); its output follows the drill's.
+	scripts/model.sh > .model.log 2>&1 & model=$$!; \
+	  scripts/chaos.sh --short; chaos=$$?; \
+	  wait $$model; spin=$$?; cat .model.log; \
+	  echo "make test: chaos.sh --short exit $$chaos, model.sh exit $$spin"; \
+	  [ "$$chaos" = 0 ] && [ "$$spin" = 0 ]
 
 run: services build
 	scripts/demo.sh
