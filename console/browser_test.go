@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,8 @@ import (
 	"github.com/paygw/paygw/access"
 	"github.com/paygw/paygw/console"
 	"github.com/paygw/paygw/payment"
+	"github.com/paygw/paygw/reconcile"
+	"github.com/paygw/paygw/repository"
 	"github.com/paygw/paygw/simulate"
 )
 
@@ -267,12 +270,42 @@ func TestBrowser(t *testing.T) {
 			t.Errorf("the day page has no %s class", class)
 		}
 	}
-	if got := c.text("#discrepancy-" + discrepancyID(t, g, s.run, "CHANNEL_ONLY") + " td:nth-child(8)"); got != hostileSubject {
+	if got := c.text("#discrepancy-" + discrepancyID(t, g, s.run, "CHANNEL_ONLY") + " td:nth-child(9)"); got != hostileSubject {
 		t.Errorf("a bill line's detail shows as %q", got)
 	}
 	c.screenshot("reconciliation-day")
+
+	// Finance cannot sign the day off while the AMOUNT_MISMATCH is open; resolves it (write_off),
+	// then signs the day off.
+	mismatch := discrepancyID(t, g, s.run, "AMOUNT_MISMATCH")
+	res = c.load("sign off too early", chromedp.Click(chromedp.CSS("#signoff-form button")))
+	if got := c.text("main"); res.Status != http.StatusConflict || !strings.Contains(got, mismatch+" (AMOUNT_MISMATCH)") {
+		t.Fatalf("an early sign-off: %d %q", res.Status, got)
+	}
+	c.open(console.Prefix + "/reconciliations/alipay/" + s.day)
+	row = "#discrepancy-" + mismatch
+	if c.count(row+" form.resolve-discrepancy") != 1 {
+		t.Fatal("finance sees no resolve form on the open AMOUNT_MISMATCH")
+	}
+	c.do("choose write_off", chromedp.SetValue(chromedp.CSS(row+` select[name="action"]`), reconcile.ActionWriteOff))
+	c.do("write the note", chromedp.SendKeys(chromedp.CSS(row+` input[name="note"]`), "0.01 collected by hand"))
+	c.load("resolve the discrepancy", chromedp.Click(chromedp.CSS(row+" button")))
+	if got := c.text(row); !strings.Contains(got, repository.StatusResolved) || !strings.Contains(got, reconcile.ActionWriteOff+" by finance") {
+		t.Fatalf("the discrepancy after finance resolved it: %q", got)
+	}
+	c.do("write the sign-off note", chromedp.SendKeys(chromedp.CSS("#signoff-note"), "day checked"))
+	c.load("sign the day off", chromedp.Click(chromedp.CSS("#signoff-form button")))
+	if got := c.text("#signoff"); !strings.Contains(got, "Signed off by finance") || c.count("#signoff-form") != 0 {
+		t.Fatalf("the day after the sign-off: %q", got)
+	}
+	day, _ := time.Parse(time.DateOnly, s.day)
+	if so, err := g.db.DaySignOff(ctx(), "alipay", day); err != nil || so.SignedOffBy != "finance" || so.Note != "day checked" {
+		t.Fatalf("the stored sign-off: %+v %v", so, err)
+	}
+	c.screenshot("reconciliation-signed-off")
 	c.open(console.Prefix + "/audit")
-	if got := c.text("#audit"); !strings.Contains(got, "anomaly.resolve") || !strings.Contains(got, "reconcile.query") {
+	if got := c.text("#audit"); !strings.Contains(got, "anomaly.resolve") || !strings.Contains(got, "reconcile.query") ||
+		!strings.Contains(got, "discrepancy.resolve") || !strings.Contains(got, "reconciliation.signoff") {
 		t.Fatalf("the audit trail lacks the operator's writes: %q", got)
 	}
 	c.screenshot("audit")
@@ -281,10 +314,10 @@ func TestBrowser(t *testing.T) {
 	}
 }
 
-// discrepancyID is the id of run's discrepancy of class.
+// discrepancyID is the stable id of run's discrepancy of class.
 func discrepancyID(t *testing.T, g *gateway, run int64, class string) string {
 	t.Helper()
-	rows, err := g.db.Discrepancies(ctx(), run, class, 0, 10)
+	rows, err := g.db.ListDiscrepancies(ctx(), run, class, 0, 10)
 	if err != nil || len(rows) != 1 {
 		t.Fatalf("discrepancies %s of run %d: %+v %v", class, run, rows, err)
 	}

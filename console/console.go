@@ -67,7 +67,9 @@ type Books interface {
 	ListAnomalies(ctx context.Context, kind string, unresolved bool, cursor int64, limit int) ([]payment.Anomaly, error)
 	ResolveAnomalyAudited(ctx context.Context, id int64, by, note string, at time.Time, e access.Entry) (payment.Anomaly, error)
 	Runs(ctx context.Context, channel string, day *time.Time) ([]repository.ReconRun, error)
-	Discrepancies(ctx context.Context, runID int64, class string, cursor int64, limit int) ([]repository.Discrepancy, error)
+	ListDiscrepancies(ctx context.Context, runID int64, class string, cursor int64, limit int) ([]repository.DiscrepancyItem, error)
+	DaySignOff(ctx context.Context, channel string, day time.Time) (repository.SignOff, error)
+	SignOffDay(ctx context.Context, channel string, day time.Time, by, note string, at time.Time, e access.Entry) (repository.SignOff, error)
 	Audit(ctx context.Context, q repository.AuditQuery) ([]access.Entry, error)
 	AppendAudit(ctx context.Context, e access.Entry) error
 }
@@ -89,18 +91,19 @@ type Config struct {
 
 // Console serves the pages.
 type Console struct {
-	cfg    Config
-	books  Books
-	refuse explain.RefusalLog
-	asker  Asker // nil: no channel can be asked; the button says so
-	seal   sealer
-	pages  *pages
-	log    zerolog.Logger
-	now    func() time.Time
+	cfg     Config
+	books   Books
+	refuse  explain.RefusalLog
+	asker   Asker    // nil: no channel can be asked; the button says so
+	resolve Resolver // nil: discrepancies cannot be resolved here
+	seal    sealer
+	pages   *pages
+	log     zerolog.Logger
+	now     func() time.Time
 }
 
 // New builds the console. asker may be nil.
-func New(cfg Config, books Books, refusals explain.RefusalLog, asker Asker, log zerolog.Logger) (*Console, error) {
+func New(cfg Config, books Books, refusals explain.RefusalLog, asker Asker, resolve Resolver, log zerolog.Logger) (*Console, error) {
 	if cfg.SessionTTL <= 0 {
 		cfg.SessionTTL = DefaultSessionTTL
 	}
@@ -116,7 +119,7 @@ func New(cfg Config, books Books, refusals explain.RefusalLog, asker Asker, log 
 	if err != nil {
 		return nil, err
 	}
-	return &Console{cfg: cfg, books: books, refuse: refusals, asker: asker, seal: sealer{key: key}, pages: p, log: log, now: time.Now}, nil
+	return &Console{cfg: cfg, books: books, refuse: refusals, asker: asker, resolve: resolve, seal: sealer{key: key}, pages: p, log: log, now: time.Now}, nil
 }
 
 // Routes registers the console under g (the main listener's /console group).
@@ -137,6 +140,8 @@ func (cs *Console) Routes(g *echo.Group, tokens Tokens) {
 	in.POST("/anomalies/:id/resolve", cs.need(access.AnomaliesResolve, cs.resolveAnomaly))
 	in.GET("/reconciliations", cs.need(access.Read, cs.days))
 	in.GET("/reconciliations/:channel/:date", cs.need(access.Read, cs.day))
+	in.POST("/reconciliations/:channel/:date/signoff", cs.need(access.SignOff, cs.signOff))
+	in.POST("/discrepancies/:id/resolve", cs.need(access.DiscrepanciesResolve, cs.resolveDiscrepancy))
 	in.GET("/audit", cs.need(access.AuditRead, cs.audit))
 	in.Any("/*", cs.notFound)
 }

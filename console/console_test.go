@@ -3,6 +3,7 @@ package console_test
 import (
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"html"
 	"net/http"
 	"net/url"
@@ -151,7 +152,8 @@ func TestNoPageWithoutLogin(t *testing.T) {
 			t.Errorf("GET %s: CSP %q", path, p.header.Get("Content-Security-Policy"))
 		}
 	}
-	for _, path := range []string{"/orders/" + s.paid + "/ask", "/anomalies/" + itoa(s.anomaly) + "/resolve", "/logout"} {
+	for _, path := range []string{"/orders/" + s.paid + "/ask", "/anomalies/" + itoa(s.anomaly) + "/resolve", "/logout",
+		"/discrepancies/1/resolve", "/reconciliations/alipay/" + s.day + "/signoff"} {
 		p := b.post(console.Prefix+path, url.Values{console.NoteField: {"x"}, console.CSRFField: {"x"}})
 		if p.code != http.StatusUnauthorized {
 			t.Errorf("POST %s without a login: %d, want 401", path, p.code)
@@ -447,6 +449,29 @@ func TestRoles(t *testing.T) {
 	}
 	if p := viewer.post(console.Prefix+"/orders/"+s.waiting+"/ask", url.Values{console.CSRFField: {csrf}}); p.code != http.StatusForbidden {
 		t.Errorf("viewer asking: %d", p.code)
+	}
+	// Discrepancies and the day's sign-off are finance's (and admin's): an operator sees no form
+	// and is refused; nothing changes.
+	for _, r := range []access.Role{access.Viewer, access.Operator} {
+		b := g.browser()
+		b.login(r)
+		day := b.get(console.Prefix + "/reconciliations/alipay/" + s.day)
+		if day.code != http.StatusOK || strings.Contains(day.body, "resolve-discrepancy") || strings.Contains(day.body, "signoff-form") {
+			t.Errorf("%s on the day page: %d, a resolve or sign-off form shown", r, day.code)
+		}
+		form := url.Values{console.CSRFField: {day.csrf(t)}, console.NoteField: {"x"}, console.ActionField: {"write_off"}}
+		for _, path := range []string{"/discrepancies/1/resolve", "/reconciliations/alipay/" + s.day + "/signoff"} {
+			if p := b.post(console.Prefix+path, form); p.code != http.StatusForbidden || !strings.Contains(p.body, "finance or admin") {
+				t.Errorf("%s posting %s: %d %s", r, path, p.code, p.body)
+			}
+		}
+	}
+	day, _ := time.Parse(time.DateOnly, s.day)
+	if so, err := g.db.DaySignOff(ctx(), "alipay", day); !errors.Is(err, payment.ErrNotFound) {
+		t.Errorf("refused posts left a sign-off: %+v %v", so, err)
+	}
+	if d, err := g.db.GetDiscrepancy(ctx(), 1); err == nil && d.Resolution != nil {
+		t.Errorf("refused posts resolved discrepancy 1: %+v", d)
 	}
 	if p := viewer.get(console.Prefix + "/audit"); p.code != http.StatusForbidden {
 		t.Errorf("viewer on the audit trail: %d", p.code)

@@ -96,7 +96,10 @@ func newGateway(t *testing.T) *gateway {
 	applier := apply.New(g.db, guard, 5*time.Second, log)
 	svc := orders.New(g.db, guard, orders.Config{Enabled: true, RedisTTL: 5 * time.Second, ReturnOriginalResult: true}, handlers.RenderCreate, log)
 	job := reconcile.New(g.db, applier, qs, reconcile.Config{QueryAfter: time.Minute, QueryMaxAge: 72 * time.Hour, QPS: 50}, log)
-	if g.console, err = console.New(console.Config{}, g.db, guard, job, log); err != nil {
+	resolve := func(ctx context.Context, id int64, action, note string, e access.Entry) (repository.DiscrepancyItem, error) {
+		return reconcile.ResolveDiscrepancy(ctx, g.db, applier, id, action, note, e)
+	}
+	if g.console, err = console.New(console.Config{}, g.db, guard, job, resolve, log); err != nil {
 		t.Fatal(err)
 	}
 	var tokens []handlers.Token

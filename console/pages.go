@@ -14,6 +14,7 @@ import (
 	"github.com/paygw/paygw/access"
 	"github.com/paygw/paygw/money"
 	"github.com/paygw/paygw/payment"
+	"github.com/paygw/paygw/reconcile"
 	"github.com/paygw/paygw/repository"
 )
 
@@ -43,17 +44,19 @@ var funcs = template.FuncMap{
 	"anomalyRows": func(rows []payment.Anomaly, canResolve bool, csrf string) anomalyRows {
 		return anomalyRows{Rows: rows, CanResolve: canResolve, CSRF: csrf}
 	},
-	"discrepancyRow": func(d repository.Discrepancy, csrf string, can map[string]bool) discrepancyRow {
-		return discrepancyRow{Row: d, CSRF: csrf, Can: can}
+	"discrepancyRow": func(d repository.DiscrepancyItem, csrf string, can map[string]bool) discrepancyRow {
+		return discrepancyRow{Row: d, CSRF: csrf, Can: can, Open: d.Status == repository.StatusOpen, Actions: reconcile.Actions}
 	},
 }
 
 // discrepancyRow is what a discrepancy's actions (the "discrepancyActions" template of
 // day.html) read: the row, the session's CSRF token and the user's capabilities.
 type discrepancyRow struct {
-	Row  repository.Discrepancy
-	CSRF string
-	Can  map[string]bool
+	Row     repository.DiscrepancyItem
+	CSRF    string
+	Can     map[string]bool
+	Open    bool     // the row can be resolved
+	Actions []string // reconcile.Actions
 }
 
 // anomalyRows is what the anomalies table (partial_anomalies.html) reads: the order page and the

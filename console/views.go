@@ -225,7 +225,7 @@ type classTotal struct {
 	Class                   string
 	Count                   int
 	BillAmount, LocalAmount int64
-	Rows                    []repository.Discrepancy
+	Rows                    []repository.DiscrepancyItem
 }
 
 // runView is one run of a day, with its discrepancies by class when it is the one shown.
@@ -242,6 +242,8 @@ type dayData struct {
 	Channel, Date string
 	Runs          []runView
 	Shown         *runView
+	SignOff       *repository.SignOff // nil: nobody signed the day off
+	Signable      bool                // nobody signed it off, or a later run reopened it
 }
 
 // maxDayRows bounds the discrepancies the day page lists for a run.
@@ -290,16 +292,32 @@ func (cs *Console) day(c echo.Context, _ user) error {
 		}
 		data.Shown = v
 	}
+	switch so, err := cs.books.DaySignOff(ctx, channel, d); {
+	case err == nil:
+		data.SignOff, data.Signable = &so, so.Status == repository.DayReopened
+	case errors.Is(err, payment.ErrNotFound):
+		data.Signable = true
+	default:
+		return cs.failed(c, err)
+	}
 	return cs.render(c, http.StatusOK, "day", "Reconciliation "+channel+" "+date, data)
+}
+
+// deref is *p, or 0 for nil.
+func deref(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
 }
 
 // classes reads a run's discrepancies (up to maxDayRows) and groups them by class, with the
 // run's own count of each class.
 func (cs *Console) classes(c echo.Context, r repository.ReconRun) ([]classTotal, bool, error) {
-	var rows []repository.Discrepancy
+	var rows []repository.DiscrepancyItem
 	var cursor int64
 	for len(rows) < maxDayRows {
-		page, err := cs.books.Discrepancies(c.Request().Context(), r.ID, "", cursor, pageSize)
+		page, err := cs.books.ListDiscrepancies(c.Request().Context(), r.ID, "", cursor, pageSize)
 		if err != nil {
 			return nil, false, err
 		}
@@ -321,8 +339,8 @@ func (cs *Console) classes(c echo.Context, r repository.ReconRun) ([]classTotal,
 			by[d.Class] = t
 		}
 		t.Rows = append(t.Rows, d)
-		t.BillAmount += d.BillAmountFen.Int64
-		t.LocalAmount += d.LocalAmountFen.Int64
+		t.BillAmount += deref(d.BillAmountFen)
+		t.LocalAmount += deref(d.LocalAmountFen)
 	}
 	out := make([]classTotal, 0, len(by))
 	for _, t := range by {

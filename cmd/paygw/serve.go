@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
+	"github.com/paygw/paygw/access"
 	"github.com/paygw/paygw/channels"
 	"github.com/paygw/paygw/channels/all"
 	"github.com/paygw/paygw/channels/unionpay"
@@ -25,6 +26,7 @@ import (
 	"github.com/paygw/paygw/orders"
 	"github.com/paygw/paygw/outbox"
 	"github.com/paygw/paygw/reconcile"
+	"github.com/paygw/paygw/repository"
 	"github.com/paygw/paygw/retention"
 )
 
@@ -157,7 +159,10 @@ func newConsole(cfg *config.Config, s *stores, qs []channels.Querier, met *metri
 	if cfg.Console.SessionKeyFile == "" {
 		log.Warn().Msg("console.session_key_file is not set: console logins end when this process stops and are not shared between replicas")
 	}
-	return console.New(console.Config{SessionKey: cfg.Console.SessionKey(), SessionTTL: cfg.Console.SessionTTL}, s.db, s.guard, asker, log)
+	resolve := func(ctx context.Context, id int64, action, note string, e access.Entry) (repository.DiscrepancyItem, error) {
+		return reconcile.ResolveDiscrepancy(ctx, s.db, s.applier, id, action, note, e)
+	}
+	return console.New(console.Config{SessionKey: cfg.Console.SessionKey(), SessionTTL: cfg.Console.SessionTTL}, s.db, s.guard, asker, resolve, log)
 }
 
 // followCertificates: WeChat Pay in certificate mode follows the platform-certificate rotation: a
