@@ -287,6 +287,9 @@ func TestBrowser(t *testing.T) {
 	if c.count(row+" form.resolve-discrepancy") != 1 {
 		t.Fatal("finance sees no resolve form on the open AMOUNT_MISMATCH")
 	}
+	if got := c.text(row + ` select[name="action"]`); strings.Contains(got, reconcile.ActionAcceptChannel) {
+		t.Errorf("the AMOUNT_MISMATCH offers %s: %q", reconcile.ActionAcceptChannel, got)
+	}
 	c.do("choose write_off", chromedp.SetValue(chromedp.CSS(row+` select[name="action"]`), reconcile.ActionWriteOff))
 	c.do("write the note", chromedp.SendKeys(chromedp.CSS(row+` input[name="note"]`), "0.01 collected by hand"))
 	c.load("resolve the discrepancy", chromedp.Click(chromedp.CSS(row+" button")))

@@ -45,7 +45,10 @@ var funcs = template.FuncMap{
 		return anomalyRows{Rows: rows, CanResolve: canResolve, CSRF: csrf}
 	},
 	"discrepancyRow": func(d repository.DiscrepancyItem, csrf string, can map[string]bool) discrepancyRow {
-		return discrepancyRow{Row: d, CSRF: csrf, Can: can, Open: d.Status == repository.StatusOpen, Actions: reconcile.Actions}
+		actions := slices.DeleteFunc(slices.Clone(reconcile.Actions), func(a string) bool {
+			return a == reconcile.ActionAcceptChannel && !slices.Contains(reconcile.AcceptChannelClasses, d.Class)
+		})
+		return discrepancyRow{Row: d, CSRF: csrf, Can: can, Open: d.Status == repository.StatusOpen, Actions: actions}
 	},
 }
 
@@ -56,7 +59,7 @@ type discrepancyRow struct {
 	CSRF    string
 	Can     map[string]bool
 	Open    bool     // the row can be resolved
-	Actions []string // reconcile.Actions
+	Actions []string // the reconcile.Actions that fit its class
 }
 
 // anomalyRows is what the anomalies table (partial_anomalies.html) reads: the order page and the
