@@ -229,11 +229,21 @@ var rows = []row{
 		{
 			title:       "Open anomalies",
 			description: "Anomalies no person has resolved yet, by kind, from the database: GET /v1/anomalies?resolved=false.",
-			kind:        statPanel, unit: "short", width: 24,
+			kind:        statPanel, unit: "short", width: 12,
 			targets: []target{{
 				expr:   `max by (kind) (paygw_anomalies_open)`,
 				legend: "{{kind}}",
 			}},
+		},
+		{
+			title: "Reopened days",
+			description: "Signed-off days a later bill run reopened (something new found), by channel, from the database, " +
+				"and the reopens over the range; the alert fires while a day stays reopened.",
+			kind: statPanel, unit: "short", width: 12,
+			targets: []target{
+				{expr: `max by (channel) (paygw_reconcile_days_reopened)`, legend: "{{channel}} reopened now"},
+				{expr: `sum by (channel) (increase(paygw_reconcile_reopened_total[$__range]))`, legend: "{{channel}} reopens"},
+			},
 		},
 	}},
 	{title: "Webhooks", panels: []panel{
