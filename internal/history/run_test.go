@@ -63,6 +63,8 @@ type execution struct {
 	trace   func(string) // each step, when replaying one history verbosely
 	fatal   []string     // failures of the execution itself (no history to blame)
 	timing  map[string]time.Duration
+	// accepted counts the discrepancies finance accepted the channel's side of (acceptChannel).
+	accepted int
 }
 
 // timed adds the time fn takes to the phase's total.
@@ -344,6 +346,23 @@ func (e *execution) bill(s Step, r int) {
 			e.blame(onDay(bd, s), "bill: a contradictory bill was trusted", "%s: %v", s, rep.Counts)
 		}
 		changed("an untrusted bill repaired")
+		if s.Variant == BillUntrusted && runErr == nil {
+			e.acceptChannel(bd, rep.RunID, s)
+		}
+	}
+}
+
+// acceptChannel: finance, having checked the untrusted bill's lines with the channel (they are
+// true: only its summary is off), accepts the channel's side of each CHANNEL_ONLY and
+// REFUND_CHANNEL_ONLY it found, through the apply path. The step's checks after every shared
+// step, the later good bills' checks and the oracle's end state then hold it to what the
+// channel did: each line applied once, whichever of the person and the bills came first.
+func (e *execution) acceptChannel(bd BillDay, runID int64, s Step) {
+	n, err := e.w.acceptChannel(runID)
+	e.say("  accept_channel %s run %d: %d accepted, %v", bd, runID, n, err)
+	e.accepted += n
+	if err != nil {
+		e.blame(onDay(bd, s), "accept_channel: failed", "%s: %v", s, err)
 	}
 }
 

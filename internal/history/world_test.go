@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/paygw/paygw/access"
 	"github.com/paygw/paygw/apply"
 	"github.com/paygw/paygw/bills"
 	"github.com/paygw/paygw/channels"
@@ -383,6 +384,36 @@ func (w *world) runBill(bd BillDay, date time.Time, file []byte, zipped bool) (r
 	w.mu.RUnlock()
 	return job.MatchBill(context.Background(), bd.Channel, date, r, reconcile.BillConfig{LocalOnlyGrace: 48 * time.Hour,
 		Location: Zone(bd.Channel), Identity: merchant[bd.Channel]}, nil)
+}
+
+// acceptChannel is finance accepting the channel's side of every open CHANNEL_ONLY and
+// REFUND_CHANNEL_ONLY the run found (POST /v1/discrepancies/{id}/resolve accept_channel):
+// reconcile.ResolveDiscrepancy, which applies each bill line through the process's applier.
+// It returns how many it accepted.
+func (w *world) acceptChannel(runID int64) (int, error) {
+	ctx := context.Background()
+	w.mu.RLock()
+	applier := w.proc.applier
+	w.mu.RUnlock()
+	n := 0
+	for _, class := range reconcile.AcceptChannelClasses {
+		items, err := w.db.ListDiscrepancies(ctx, runID, class, 0, 1000)
+		if err != nil {
+			return n, err
+		}
+		for _, it := range items {
+			if !it.Found || it.Status != repository.StatusOpen {
+				continue
+			}
+			e := access.Entry{At: time.Now().UTC(), Actor: "history", Role: access.Finance, Action: "discrepancy.resolve",
+				Target: fmt.Sprintf("discrepancy:%d", it.ID)}
+			if _, err := reconcile.ResolveDiscrepancy(ctx, w.db, applier, it.ID, reconcile.ActionAcceptChannel, "the channel is right", e); err != nil {
+				return n, fmt.Errorf("accept_channel on discrepancy %d (%s %s): %w", it.ID, it.Class, it.TradeNo, err)
+			}
+			n++
+		}
+	}
+	return n, nil
 }
 
 // merchant is whom each channel's bills must name, as channels.<name>.seller_id / mch_id /
