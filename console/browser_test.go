@@ -293,16 +293,16 @@ func TestBrowser(t *testing.T) {
 	c.do("choose write_off", chromedp.SetValue(chromedp.CSS(row+` select[name="action"]`), reconcile.ActionWriteOff))
 	c.do("write the note", chromedp.SendKeys(chromedp.CSS(row+` input[name="note"]`), "0.01 collected by hand"))
 	c.load("resolve the discrepancy", chromedp.Click(chromedp.CSS(row+" button")))
-	if got := c.text(row); !strings.Contains(got, repository.StatusResolved) || !strings.Contains(got, reconcile.ActionWriteOff+" by finance") {
+	if got := c.text(row); !strings.Contains(got, repository.StatusResolved) || !strings.Contains(got, reconcile.ActionWriteOff+" by "+roleName(access.Finance)) {
 		t.Fatalf("the discrepancy after finance resolved it: %q", got)
 	}
 	c.do("write the sign-off note", chromedp.SendKeys(chromedp.CSS("#signoff-note"), "day checked"))
 	c.load("sign the day off", chromedp.Click(chromedp.CSS("#signoff-form button")))
-	if got := c.text("#signoff"); !strings.Contains(got, "Signed off by finance") || c.count("#signoff-form") != 0 {
+	if got := c.text("#signoff"); !strings.Contains(got, "Signed off by "+roleName(access.Finance)) || c.count("#signoff-form") != 0 {
 		t.Fatalf("the day after the sign-off: %q", got)
 	}
 	day, _ := time.Parse(time.DateOnly, s.day)
-	if so, err := g.db.DaySignOff(ctx(), "alipay", day); err != nil || so.SignedOffBy != "finance" || so.Note != "day checked" {
+	if so, err := g.db.DaySignOff(ctx(), "alipay", day); err != nil || so.SignedOffBy != roleName(access.Finance) || so.Note != "day checked" {
 		t.Fatalf("the stored sign-off: %+v %v", so, err)
 	}
 	c.screenshot("reconciliation-signed-off")

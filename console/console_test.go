@@ -17,6 +17,7 @@ import (
 	"github.com/paygw/paygw/console"
 	"github.com/paygw/paygw/internal/testenv"
 	"github.com/paygw/paygw/payment"
+	"github.com/paygw/paygw/reconcile"
 	"github.com/paygw/paygw/repository"
 	"github.com/paygw/paygw/simulate"
 )
@@ -444,7 +445,7 @@ func TestRoles(t *testing.T) {
 	}
 	csrf := viewer.get(console.Prefix + "/search").csrf(t)
 	if p := viewer.post(console.Prefix+"/anomalies/"+itoa(s.anomaly)+"/resolve", url.Values{console.CSRFField: {csrf}, console.NoteField: {"x"}}); p.code != http.StatusForbidden ||
-		!strings.Contains(p.body, "operator or admin") {
+		!strings.Contains(p.body, access.Names(access.Needed(access.AnomaliesResolve))) {
 		t.Errorf("viewer resolving: %d %s", p.code, p.body)
 	}
 	if p := viewer.post(console.Prefix+"/orders/"+s.waiting+"/ask", url.Values{console.CSRFField: {csrf}}); p.code != http.StatusForbidden {
@@ -459,9 +460,10 @@ func TestRoles(t *testing.T) {
 		if day.code != http.StatusOK || strings.Contains(day.body, "resolve-discrepancy") || strings.Contains(day.body, "signoff-form") {
 			t.Errorf("%s on the day page: %d, a resolve or sign-off form shown", r, day.code)
 		}
-		form := url.Values{console.CSRFField: {day.csrf(t)}, console.NoteField: {"x"}, console.ActionField: {"write_off"}}
-		for _, path := range []string{"/discrepancies/1/resolve", "/reconciliations/alipay/" + s.day + "/signoff"} {
-			if p := b.post(console.Prefix+path, form); p.code != http.StatusForbidden || !strings.Contains(p.body, "finance or admin") {
+		form := url.Values{console.CSRFField: {day.csrf(t)}, console.NoteField: {"x"}, console.ActionField: {reconcile.ActionWriteOff}}
+		for path, cap := range map[string]access.Capability{"/discrepancies/1/resolve": access.DiscrepanciesResolve,
+			"/reconciliations/alipay/" + s.day + "/signoff": access.SignOff} {
+			if p := b.post(console.Prefix+path, form); p.code != http.StatusForbidden || !strings.Contains(p.body, access.Names(access.Needed(cap))) {
 				t.Errorf("%s posting %s: %d %s", r, path, p.code, p.body)
 			}
 		}
