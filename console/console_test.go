@@ -590,3 +590,45 @@ func TestAccessLog(t *testing.T) {
 }
 
 func nullInt(v int64) sql.NullInt64 { return sql.NullInt64{Int64: v, Valid: true} }
+
+// TestDiscrepancyFormsRefuseBadInput: the resolve and sign-off forms are outside input. A bad
+// action, a missing or over-long note, an unknown id or a malformed day is refused with a page
+// that says what is wrong, and writes nothing.
+func TestDiscrepancyFormsRefuseBadInput(t *testing.T) {
+	g := newGateway(t)
+	s := seed(g)
+	fin := g.browser()
+	fin.login(access.Finance)
+	csrf := fin.get(console.Prefix + "/reconciliations/alipay/" + s.day).csrf(t)
+	mismatch := discrepancyID(t, g, s.run, "AMOUNT_MISMATCH")
+	resolve := console.Prefix + "/discrepancies/" + mismatch + "/resolve"
+	for name, c := range map[string]struct {
+		path   string
+		form   url.Values
+		status int
+	}{
+		"unknown action":   {resolve, url.Values{console.ActionField: {"pay_it"}, console.NoteField: {"x"}}, http.StatusBadRequest},
+		"no action":        {resolve, url.Values{console.NoteField: {"x"}}, http.StatusBadRequest},
+		"no note":          {resolve, url.Values{console.ActionField: {reconcile.ActionWriteOff}}, http.StatusBadRequest},
+		"note too long":    {resolve, url.Values{console.ActionField: {reconcile.ActionWriteOff}, console.NoteField: {strings.Repeat("n", 513)}}, http.StatusBadRequest},
+		"wrong class":      {resolve, url.Values{console.ActionField: {reconcile.ActionAcceptChannel}, console.NoteField: {"x"}}, http.StatusBadRequest},
+		"unknown id":       {console.Prefix + "/discrepancies/999999/resolve", url.Values{console.ActionField: {reconcile.ActionWriteOff}, console.NoteField: {"x"}}, http.StatusNotFound},
+		"id not a number":  {console.Prefix + "/discrepancies/1e3/resolve", url.Values{console.ActionField: {reconcile.ActionWriteOff}, console.NoteField: {"x"}}, http.StatusNotFound},
+		"day malformed":    {console.Prefix + "/reconciliations/alipay/2026-13-01/signoff", url.Values{console.NoteField: {"x"}}, http.StatusNotFound},
+		"sign-off note":    {console.Prefix + "/reconciliations/alipay/" + s.day + "/signoff", url.Values{console.NoteField: {strings.Repeat("n", 513)}}, http.StatusBadRequest},
+		"open discrepancy": {console.Prefix + "/reconciliations/alipay/" + s.day + "/signoff", url.Values{console.NoteField: {"x"}}, http.StatusConflict},
+	} {
+		c.form.Set(console.CSRFField, csrf)
+		if p := fin.post(c.path, c.form); p.code != c.status {
+			t.Errorf("%s: %d, want %d: %s", name, p.code, c.status, p.body)
+		}
+	}
+	id, _ := strconv.ParseInt(mismatch, 10, 64)
+	if d, err := g.db.GetDiscrepancy(ctx(), id); err != nil || d.Status != repository.StatusOpen || d.Resolution != nil {
+		t.Errorf("after the refused posts the discrepancy is %+v %v, want open", d, err)
+	}
+	day, _ := time.Parse(time.DateOnly, s.day)
+	if so, err := g.db.DaySignOff(ctx(), "alipay", day); !errors.Is(err, payment.ErrNotFound) {
+		t.Errorf("a refused sign-off was stored: %+v %v", so, err)
+	}
+}
