@@ -22,13 +22,17 @@ type Reply struct {
 }
 
 // Kind is success (2xx), refusal (4xx), retry (5xx) or error (no answer).
-func (r Reply) Kind() string {
+func (r Reply) Kind() string { return ReplyKind(r.Status, r.Err) }
+
+// ReplyKind sorts an answer the way a channel does: success (2xx), refusal (4xx), retry (any
+// other status) or error (err set: no answer at all).
+func ReplyKind(status int, err error) string {
 	switch {
-	case r.Err != nil:
+	case err != nil:
 		return "error"
-	case r.Status >= 200 && r.Status < 300:
+	case status >= 200 && status < 300:
 		return "success"
-	case r.Status >= 400 && r.Status < 500:
+	case status >= 400 && status < 500:
 		return "refusal"
 	default:
 		return "retry"

@@ -35,31 +35,40 @@ func (r *replica) url() string { return "http://" + r.addr }
 
 // start runs the process and waits (at most 15 s) for /healthz.
 func (r *replica) start(ctx context.Context) error {
-	f, err := os.OpenFile(r.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	cmd := exec.Command(r.bin, "serve", "--config", r.cfg) // #nosec G204 -- our own paygw binary and config, named by the operator's --bin and --work
+	cmd.Env = childEnv()
+	done, err := startLogged(cmd, r.logPath)
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(r.bin, "serve", "--config", r.cfg) // #nosec G204 -- our own paygw binary and config, named by the operator's --bin and --work
-	cmd.Env = childEnv()
-	cmd.Stdout, cmd.Stderr = f, f
-	// Should this orchestrator die without cleaning up, the kernel kills its replicas.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		_ = f.Close() // the Start error is the one to report
-		return err
-	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		_ = f.Close() // best effort: the replica's log, nothing left to report it to
-		close(done)
-	}()
 	r.mu.Lock()
 	r.cmd, r.done = cmd, done
 	r.starts++
 	r.mu.Unlock()
 
 	return waitAnswers(ctx, fmt.Sprintf("replica %d", r.n), r.url()+"/healthz", 15*time.Second, cmd, done, r.logPath)
+}
+
+// startLogged starts cmd with its output appended to logPath. Should this orchestrator die
+// without cleaning up, the kernel kills the child. done closes when the child has exited.
+func startLogged(cmd *exec.Cmd, logPath string) (done chan struct{}, err error) {
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		_ = f.Close() // the Start error is the one to report
+		return nil, err
+	}
+	done = make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		_ = f.Close() // best effort: the child's log, nothing left to report it to
+		close(done)
+	}()
+	return done, nil
 }
 
 // waitAnswers waits until url answers 200, at most within, for a process just started as cmd

@@ -118,17 +118,7 @@ type delivery struct {
 	err        error
 }
 
-func (d delivery) kind() string {
-	switch {
-	case d.err != nil:
-		return "error"
-	case d.status >= 200 && d.status < 300:
-		return "success"
-	case d.status >= 400 && d.status < 500:
-		return "refusal"
-	}
-	return "retry"
-}
+func (d delivery) kind() string { return simulate.ReplyKind(d.status, d.err) }
 
 // cutWatch records the deliveries to one replica around its SIGTERM.
 type cutWatch struct {

@@ -125,26 +125,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	start := time.Now()
+	// The phases in their order; a phase runs on the single-node setup, the cluster, or both.
 	type phase struct {
-		name string
-		fn   func(context.Context) (*figures, error)
+		name            string
+		fn              func(context.Context) (*figures, error)
+		single, cluster bool
 	}
-	phases := []phase{
-		{"storm", c.storm},
-		{"redis", c.redisKill},
-		{"replica-kill", c.replicaKill},
-		{"group-kill", c.groupKill},
-		{"mariadb", c.mariadbRestart},
-		{"sigterm", c.sigterm},
-	}
-	if o.cluster {
-		phases = []phase{
-			{"storm", c.storm},
-			{"storm-unguarded", c.stormUnguarded},
-			{"galera-node", c.galeraKill},
-			{"redis-master", c.redisMasterKill},
-			{"replica-kill", c.replicaKill},
-			{"group-kill", c.groupKill},
+	var phases []phase
+	for _, p := range []phase{
+		{"storm", c.storm, true, true},
+		{"storm-unguarded", c.stormUnguarded, false, true},
+		{"galera-node", c.galeraKill, false, true},
+		{"redis-master", c.redisMasterKill, false, true},
+		{"redis", c.redisKill, true, false},
+		{"replica-kill", c.replicaKill, true, true},
+		{"group-kill", c.groupKill, true, true},
+		{"mariadb", c.mariadbRestart, true, false},
+		{"sigterm", c.sigterm, true, false},
+	} {
+		if (o.cluster && p.cluster) || (!o.cluster && p.single) {
+			phases = append(phases, p)
 		}
 	}
 	var all []*figures

@@ -53,25 +53,13 @@ func (s *sinkProc) webhooksYAML() string {
 
 // start runs the sink and waits (at most 10 s) for GET /stats.
 func (s *sinkProc) start(ctx context.Context) error {
-	f, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return err
-	}
 	cmd := exec.Command(s.bin, "simulate", "webhook-sink", "--addr", s.addr, "--fail-rate", sinkFailRate, // #nosec G204 -- our own paygw binary (--bin)
 		"--record", s.record, "--quiet")
 	cmd.Env = append(childEnv(), "PAYGW_SINK_SECRET="+s.secret)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		_ = f.Close() // the Start error is the one to report
+	done, err := startLogged(cmd, s.logPath)
+	if err != nil {
 		return err
 	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		_ = f.Close() // best effort: the sink's log
-		close(done)
-	}()
 	s.mu.Lock()
 	s.cmd, s.done = cmd, done
 	s.mu.Unlock()

@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
 
@@ -39,13 +38,7 @@ func (c *client) runCreates(ctx context.Context, base string, n int, keyPrefix s
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Authorization", "Bearer "+benchToken)
 		req.Header.Set("Idempotency-Key", fmt.Sprintf("%s-%07d", keyPrefix, i))
-		resp, err := c.hc.Do(req)
-		if err != nil {
-			return false
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		_ = resp.Body.Close() // drained; only the status matters
-		return resp.StatusCode == http.StatusCreated
+		return c.status(req) == http.StatusCreated
 	})
 }
 

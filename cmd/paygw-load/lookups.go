@@ -227,11 +227,16 @@ func (c *client) get(ctx context.Context, url, token string) bool {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
+	return c.status(req) == http.StatusOK
+}
+
+// status sends req and drains the answer: only its status matters (0: no answer).
+func (c *client) status(req *http.Request) int {
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return false
+		return 0
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
-	_ = resp.Body.Close() // drained; only the status matters
-	return resp.StatusCode == http.StatusOK
+	_ = resp.Body.Close() // drained
+	return resp.StatusCode
 }

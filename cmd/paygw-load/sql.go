@@ -92,24 +92,26 @@ func (a *admin) questions(ctx context.Context) (int64, error) {
 	return v, err
 }
 
-// measure runs fn between two readings of Questions and the status counters (counterNames), and
-// stores the deltas; the Questions delta less the measurement's own second SHOW and the first
-// counters' read.
-func (a *admin) measure(ctx context.Context, fn func() result) (result, error) {
-	before, err := a.questions(ctx)
+// status is one reading of Questions and then of the status counters (counterNames), in that
+// order: measure's arithmetic counts on it.
+func (a *admin) status(ctx context.Context) (int64, map[string]int64, error) {
+	q, err := a.questions(ctx)
 	if err != nil {
-		return result{}, err
+		return 0, nil, err
 	}
-	cBefore, err := a.counters(ctx)
+	c, err := a.counters(ctx)
+	return q, c, err
+}
+
+// measure runs fn between two status readings and stores the deltas; the Questions delta less
+// the measurement's own second SHOW and the first counters' read.
+func (a *admin) measure(ctx context.Context, fn func() result) (result, error) {
+	before, cBefore, err := a.status(ctx)
 	if err != nil {
 		return result{}, err
 	}
 	r := fn()
-	after, err := a.questions(ctx)
-	if err != nil {
-		return result{}, err
-	}
-	cAfter, err := a.counters(ctx)
+	after, cAfter, err := a.status(ctx)
 	if err != nil {
 		return result{}, err
 	}
