@@ -66,16 +66,12 @@ func (c *chaos) galeraKill(ctx context.Context) (*figures, error) {
 	if err != nil {
 		return nil, err
 	}
-	pctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	rd := pollReady(pctx, c.urls, 25*time.Millisecond)
 	var t0, tStart, tSynced time.Time
-	err = c.withLoad(ctx, f, func(done <-chan struct{}) error {
-		sleep(ctx, c.o.loadFor/3)
+	red, green, err := c.underFault(ctx, f, "unavailable", func() (time.Time, error) {
 		c.counters.sample(ctx, c) // the node's certification failures before it dies with them
 		t0 = time.Now()
 		if err := c.galera.run(ctx, "kill", strconv.Itoa(node+1)); err != nil {
-			return err
+			return t0, err
 		}
 		wait := c.createsDuring(ctx, f, "galera")
 		sleep(ctx, 1500*time.Millisecond)
@@ -83,12 +79,11 @@ func (c *chaos) galeraKill(ctx context.Context) (*figures, error) {
 		err := c.galera.restart(ctx, node)
 		tSynced = time.Now()
 		wait()
-		return err
+		return t0, err
 	})
 	if err != nil {
 		return nil, err
 	}
-	red, green := waitSpan(ctx, rd, t0, "unavailable", "ready")
 	f.notef("node 2 down %s (SIGKILL until Synced again); restart to Synced %s (--wsrep-recover, then IST)", ms(tSynced.Sub(t0)), ms(tSynced.Sub(tStart)))
 	switch {
 	case red.IsZero():

@@ -57,6 +57,27 @@ func (c *chaos) withLoad(ctx context.Context, f *figures, fault func(done <-chan
 	return err
 }
 
+// underFault releases the phase's load with every replica's readiness polled, runs fault a
+// third into it (fault returns when its fault began, t0), and returns the readiness span after
+// t0: when it went bad, and when every replica was "ready" again (waitSpan).
+func (c *chaos) underFault(ctx context.Context, f *figures, bad string, fault func() (t0 time.Time, err error)) (red, green time.Time, err error) {
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	rd := pollReady(pctx, c.urls, 25*time.Millisecond)
+	var t0 time.Time
+	err = c.withLoad(ctx, f, func(<-chan struct{}) error {
+		sleep(ctx, c.o.loadFor/3)
+		var err error
+		t0, err = fault()
+		return err
+	})
+	if err != nil {
+		return time.Time{}, time.Time{}, err
+	}
+	red, green = waitSpan(ctx, rd, t0, bad, "ready")
+	return red, green, nil
+}
+
 func sleep(ctx context.Context, d time.Duration) {
 	select {
 	case <-ctx.Done():
@@ -124,31 +145,26 @@ func (c *chaos) redisKill(ctx context.Context) (*figures, error) {
 	if err != nil {
 		return nil, err
 	}
-	pctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	rd := pollReady(pctx, c.urls, 25*time.Millisecond)
 	var t0, tStart, tUp time.Time
-	err = c.withLoad(ctx, f, func(done <-chan struct{}) error {
-		sleep(ctx, c.o.loadFor/3)
+	red, green, err := c.underFault(ctx, f, "degraded", func() (time.Time, error) {
 		t0 = time.Now()
 		if err := c.svc.kill("redis", c.o.redisPort, syscall.SIGKILL, 10*time.Second); err != nil {
-			return err
+			return t0, err
 		}
 		wait := c.createsDuring(ctx, f, "redis")
 		sleep(ctx, 1500*time.Millisecond)
 		back := answering(ctx, 60*time.Second, c.redisPing)
 		tStart = time.Now()
 		if err := c.svc.up(ctx); err != nil {
-			return err
+			return t0, err
 		}
 		tUp = <-back
 		wait()
-		return nil
+		return t0, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	red, green := waitSpan(ctx, rd, t0, "degraded", "ready")
 	if tUp.IsZero() {
 		return nil, errors.New("redis did not answer PING after the restart")
 	}
@@ -287,25 +303,21 @@ func (c *chaos) mariadbRestart(ctx context.Context) (*figures, error) {
 	for i, r := range c.replicas {
 		pids[i] = r.pid()
 	}
-	pctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	rd := pollReady(pctx, c.urls, 25*time.Millisecond)
 	var t0, tDown, tUp time.Time
-	err = c.withLoad(ctx, f, func(done <-chan struct{}) error {
-		sleep(ctx, c.o.loadFor/3)
+	red, green, err := c.underFault(ctx, f, "unavailable", func() (time.Time, error) {
 		t0 = time.Now()
 		wait := c.createsDuring(ctx, f, "mysql")
 		if err := c.svc.kill("mariadb", c.o.mysqlPort, syscall.SIGTERM, 90*time.Second); err != nil {
-			return err
+			return t0, err
 		}
 		tDown = time.Now()
 		back := answering(ctx, 90*time.Second, c.mysqlPing)
 		if err := c.svc.up(ctx); err != nil {
-			return err
+			return t0, err
 		}
 		tUp = <-back
 		wait()
-		return nil
+		return t0, nil
 	})
 	if err != nil {
 		return nil, err
@@ -313,7 +325,6 @@ func (c *chaos) mariadbRestart(ctx context.Context) (*figures, error) {
 	if tUp.IsZero() {
 		return nil, errors.New("MariaDB did not answer after the restart")
 	}
-	red, green := waitSpan(ctx, rd, t0, "unavailable", "ready")
 	f.notef("MariaDB took %s to stop, answered again %s after the SIGTERM", ms(tDown.Sub(t0)), ms(tUp.Sub(t0)))
 	switch {
 	case red.IsZero():
