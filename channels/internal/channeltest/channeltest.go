@@ -70,13 +70,7 @@ func newSandbox(build func(s *Sandbox) error) (*Sandbox, error) {
 	}
 	defer os.RemoveAll(dir)
 	s := &Sandbox{Channels: map[string]channels.Channel{}, Queriers: map[string]channels.Querier{}}
-	if s.Man, err = simulate.WriteKeys(dir, time.Now()); err != nil {
-		return nil, err
-	}
-	if s.Signers, err = simulate.LoadSigners(dir); err != nil {
-		return nil, err
-	}
-	if s.Fake, err = simulate.NewFake(dir, ""); err != nil {
+	if s.Man, s.Signers, s.Fake, err = NewKeys(dir, time.Now()); err != nil {
 		return nil, err
 	}
 	srv := httptest.NewServer(s.Fake.Handler()) // lives as long as the test binary
@@ -101,6 +95,44 @@ func newSandbox(build func(s *Sandbox) error) (*Sandbox, error) {
 		}
 	}
 	return s, build(s)
+}
+
+// NewKeys writes a new set of sandbox keys, valid from now, into dir, and loads the simulator's
+// signers for them and the fake channel holding them.
+func NewKeys(dir string, now time.Time) (simulate.Manifest, map[string]simulate.Signer, *simulate.Fake, error) {
+	man, err := simulate.WriteKeys(dir, now)
+	if err != nil {
+		return simulate.Manifest{}, nil, nil, err
+	}
+	signers, err := simulate.LoadSigners(dir)
+	if err != nil {
+		return simulate.Manifest{}, nil, nil, err
+	}
+	fake, err := simulate.NewFake(dir, "")
+	if err != nil {
+		return simulate.Manifest{}, nil, nil, err
+	}
+	return man, signers, fake, nil
+}
+
+// LoadConfig is the gateway configuration man's channels.yaml loads to, with env set.
+func LoadConfig(tb testing.TB, man simulate.Manifest, env ...string) *config.Config {
+	tb.Helper()
+	cfg, err := config.Load(man.ConfigPath, env)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return cfg
+}
+
+// LoadSigners is the simulator's signers for the sandbox keys in dir.
+func LoadSigners(tb testing.TB, dir string) map[string]simulate.Signer {
+	tb.Helper()
+	signers, err := simulate.LoadSigners(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return signers
 }
 
 // tradeSeq makes every test's trade_no its own: the fake's store is shared.
