@@ -29,17 +29,11 @@ import (
 
 const testUnionPayMerID = "777290058110048"
 
-// unionPayVector is one line of testdata/unionpay_vectors.txt, made by make_unionpay_vectors.sh
-// with openssl, not by this package: the hex SHA-256 of the signed string, and the signed body.
-type unionPayVector struct{ hex, body string }
-
-func readUnionPayVectors(tb testing.TB) map[string]unionPayVector {
-	tb.Helper()
-	vectors := make(map[string]unionPayVector)
-	for _, f := range channeltest.ReadVectors(tb, "unionpay_vectors.txt", 3) {
-		vectors[f[0]] = unionPayVector{hex: f[1], body: f[2]}
-	}
-	return vectors
+// readUnionPayVectors is testdata/unionpay_vectors.txt, made by make_unionpay_vectors.sh with
+// openssl, not by this package: each vector's hex SHA-256 of the signed string (Signed), and
+// the signed body.
+func readUnionPayVectors(tb testing.TB) map[string]channeltest.FormVector {
+	return channeltest.ReadFormVectors(tb, "unionpay_vectors.txt")
 }
 
 // unionPayPKI is the openssl-made test chain in testdata (root -> intermediate -> signing cert).
@@ -213,15 +207,15 @@ func TestUnionPayVectors(t *testing.T) {
 	}
 	for name, v := range vectors {
 		t.Run(name, func(t *testing.T) {
-			params, err := parseUnionPayForm([]byte(v.body))
+			params, err := parseUnionPayForm([]byte(v.Body))
 			if err != nil {
 				t.Fatal(err)
 			}
 			// The first hash, built by sort/paste + openssl dgst in the script.
-			if got := unionPayDigestHex(params, true); got != v.hex {
-				t.Fatalf("digest hex = %s, openssl says %s", got, v.hex)
+			if got := unionPayDigestHex(params, true); got != v.Signed {
+				t.Fatalf("digest hex = %s, openssl says %s", got, v.Signed)
 			}
-			ev, err := u.Verify([]byte(v.body), nil, pki.now)
+			ev, err := u.Verify([]byte(v.Body), nil, pki.now)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -297,15 +291,15 @@ func TestUnionPayVerify(t *testing.T) {
 		"other txnType":               {body: valid(param{"txnType", "71"}), kind: payment.KindOther},
 		"unknown extra field signed":  {body: valid(param{"reqReserved", "x=1"}), kind: payment.KindPaid},
 		"empty field signed":          {body: valid(param{"reqReserved", ""}), kind: payment.KindPaid},
-		"tampered txnAmt":             {body: strings.Replace(vectors["paid"].body, "txnAmt=8888", "txnAmt=1", 1), err: channels.ErrBadSignature, reason: "does not match"},
-		"tampered orderId":            {body: strings.Replace(vectors["paid"].body, "orderId=T20240501001", "orderId=T20240501009", 1), err: channels.ErrBadSignature, reason: "does not match"},
-		"added empty field":           {body: vectors["paid"].body + "&reqReserved=", kind: payment.KindPaid}, // signed without empty fields: the demo receivers' convention
+		"tampered txnAmt":             {body: strings.Replace(vectors["paid"].Body, "txnAmt=8888", "txnAmt=1", 1), err: channels.ErrBadSignature, reason: "does not match"},
+		"tampered orderId":            {body: strings.Replace(vectors["paid"].Body, "orderId=T20240501001", "orderId=T20240501009", 1), err: channels.ErrBadSignature, reason: "does not match"},
+		"added empty field":           {body: vectors["paid"].Body + "&reqReserved=", kind: payment.KindPaid}, // signed without empty fields: the demo receivers' convention
 		"single hash":                 {body: signUnionPay(t, pki.signKey, signPEM, unionPayFields(), false), err: channels.ErrBadSignature, reason: "does not match"},
 		"signed by another key":       {body: signUnionPay(t, pki.other, signPEM, unionPayFields(), true), err: channels.ErrBadSignature, reason: "does not match"},
 		"another chain":               {body: byCert(otherLeaf), err: channels.ErrBadSignature, reason: "certificate does not chain"},
 		"expired":                     {body: byCert(expired), err: channels.ErrBadSignature, reason: "certificate expired"},
 		"not yet valid":               {body: byCert(notYet), err: channels.ErrBadSignature, reason: "certificate not yet valid"},
-		"vector after expiry":         {body: vectors["paid"].body, now: pki.sign.NotAfter.Add(time.Second), err: channels.ErrBadSignature, reason: "certificate expired"},
+		"vector after expiry":         {body: vectors["paid"].Body, now: pki.sign.NotAfter.Add(time.Second), err: channels.ErrBadSignature, reason: "certificate expired"},
 		"wrong signer name":           {body: byCert(wrongName), err: channels.ErrBadSignature, reason: "signer name"},
 		"CN without @ parts":          {body: byCert(bareName), err: channels.ErrBadSignature, reason: "signer name"},
 		"two CNs":                     {body: byCert(twoCNCert), err: channels.ErrBadSignature, reason: "signer name"},
@@ -316,13 +310,13 @@ func TestUnionPayVerify(t *testing.T) {
 		"ECDSA certificate":           {body: byCert(ecLeaf), err: channels.ErrBadSignature, reason: "not RSA"},
 		"intermediate as signer":      {body: byCert(pki.mid), err: channels.ErrBadSignature, reason: "signer name"},
 		"wrong merId":                 {body: valid(param{"merId", "777290058110049"}), err: channels.ErrNotOurs},
-		"duplicate field":             {body: vectors["paid"].body + "&txnAmt=1", err: channels.ErrMalformed},
+		"duplicate field":             {body: vectors["paid"].Body + "&txnAmt=1", err: channels.ErrMalformed},
 		"empty body":                  {body: "", err: channels.ErrMalformed},
 		"version 5.0.0":               {body: valid(param{"version", "5.0.0"}), err: channels.ErrUnsupported},
 		"signMethod 11":               {body: valid(param{"signMethod", "11"}), err: channels.ErrUnsupported},
 		"encoding GBK":                {body: valid(param{"encoding", "GBK"}), err: channels.ErrUnsupported},
-		"signature missing":           {body: strings.Split(vectors["paid"].body, "&signature=")[0], err: channels.ErrBadSignature, reason: "signature missing"},
-		"signature not base64":        {body: strings.Split(vectors["paid"].body, "&signature=")[0] + "&signature=%25%25", err: channels.ErrBadSignature, reason: "not base64"},
+		"signature missing":           {body: strings.Split(vectors["paid"].Body, "&signature=")[0], err: channels.ErrBadSignature, reason: "signature missing"},
+		"signature not base64":        {body: strings.Split(vectors["paid"].Body, "&signature=")[0] + "&signature=%25%25", err: channels.ErrBadSignature, reason: "not base64"},
 		"certificate missing":         {body: signUnionPay(t, pki.signKey, "", unionPayFields(), true), err: channels.ErrBadSignature, reason: "signPubKeyCert missing"},
 		"certificate not PEM":         {body: signUnionPay(t, pki.signKey, "MIIB", unionPayFields(), true), err: channels.ErrBadSignature, reason: "not PEM"},
 		"two certificates":            {body: signUnionPay(t, pki.signKey, signPEM+pemOf(pki.mid), unionPayFields(), true), err: channels.ErrBadSignature, reason: "data after"},

@@ -326,6 +326,36 @@ func ReadVectors(tb testing.TB, name string, fields int) [][]string {
 	return vectors
 }
 
+// FormVector is one line of a form-signing channel's testdata vectors file, made with openssl by
+// its make_*_vectors.sh, not by the code under test: what was signed (Alipay's signed string,
+// UnionPay's hex SHA-256 of it) and the signed form body.
+type FormVector struct{ Signed, Body string }
+
+// ReadFormVectors is the vectors of testdata/name (name<TAB>signed<TAB>body) by name.
+func ReadFormVectors(tb testing.TB, name string) map[string]FormVector {
+	tb.Helper()
+	vectors := make(map[string]FormVector)
+	for _, f := range ReadVectors(tb, name, 3) {
+		vectors[f[0]] = FormVector{Signed: f[1], Body: f[2]}
+	}
+	return vectors
+}
+
+// SeedForms adds the vectors' bodies, then extra, to f's corpus, and returns the vectors'
+// bodies: the seeds a Verify fuzz target expects to verify (VerifiedSeeds).
+func SeedForms(f *testing.F, vectors map[string]FormVector, extra ...string) [][]byte {
+	f.Helper()
+	var signed [][]byte
+	for _, v := range vectors {
+		f.Add([]byte(v.Body))
+		signed = append(signed, []byte(v.Body))
+	}
+	for _, s := range extra {
+		f.Add([]byte(s))
+	}
+	return signed
+}
+
 // ReadPrivateKey reads the PKCS#8 RSA key testdata/name.
 func ReadPrivateKey(tb testing.TB, name string) *rsa.PrivateKey {
 	tb.Helper()
