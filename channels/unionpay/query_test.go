@@ -412,7 +412,7 @@ func newTestMerchantCert(t *testing.T) testMerchantCert {
 	}
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "test merchant"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	return testMerchantCert{key, issue(t, tmpl, nil, &key.PublicKey, key)}
+	return testMerchantCert{key, channeltest.IssueCert(t, tmpl, nil, &key.PublicKey, key)}
 }
 
 func writeMerchantPFX(t *testing.T, enc *pkcs12.Encoder, mc testMerchantCert, password string) string {

@@ -14,7 +14,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"maps"
-	"math/big"
 	"net/http"
 	"net/url"
 	"slices"
@@ -95,26 +94,6 @@ func testUnionPay(tb testing.TB, c Config) *Channel {
 		tb.Fatal(err)
 	}
 	return u
-}
-
-// issue makes a certificate for pub signed by parentKey (self-signed when parent is nil).
-func issue(tb testing.TB, tmpl, parent *x509.Certificate, pub any, parentKey crypto.Signer) *x509.Certificate {
-	tb.Helper()
-	if tmpl.SerialNumber == nil {
-		tmpl.SerialNumber = big.NewInt(time.Now().UnixNano())
-	}
-	if parent == nil {
-		parent = tmpl
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, pub, parentKey)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	c, err := x509.ParseCertificate(der)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return c
 }
 
 func caTemplate(cn string, from, to time.Time) *x509.Certificate {
@@ -241,25 +220,25 @@ func TestUnionPayVerify(t *testing.T) {
 	}
 
 	// Certificates by hand: another chain, validity windows, names, key types.
-	otherRoot := issue(t, caTemplate("other root", now.AddDate(-1, 0, 0), now.AddDate(5, 0, 0)), nil, &pki.other.PublicKey, pki.other)
-	otherMid := issue(t, caTemplate("paygw test UnionPay intermediate", now.AddDate(-1, 0, 0), now.AddDate(5, 0, 0)), otherRoot, &pki.other.PublicKey, pki.other)
-	otherLeaf := issue(t, leafTemplate(testSigningCN, now.AddDate(0, -1, 0), now.AddDate(1, 0, 0)), otherMid, &pki.signKey.PublicKey, pki.other)
-	expired := issue(t, leafTemplate(testSigningCN, now.AddDate(-2, 0, 0), now.Add(-time.Second)), pki.mid, &pki.signKey.PublicKey, pki.midKey)
-	notYet := issue(t, leafTemplate(testSigningCN, now.Add(time.Hour), now.AddDate(1, 0, 0)), pki.mid, &pki.signKey.PublicKey, pki.midKey)
-	wrongName := issue(t, leafTemplate("041@Z12@中国银联股份有限公司分公司@00000002", now.AddDate(0, -1, 0), now.AddDate(1, 0, 0)), pki.mid, &pki.signKey.PublicKey, pki.midKey)
-	bareName := issue(t, leafTemplate(SignerName, now.AddDate(0, -1, 0), now.AddDate(1, 0, 0)), pki.mid, &pki.signKey.PublicKey, pki.midKey)
-	testEnv := issue(t, leafTemplate("041@Z12@00040000:SIGN@00000062", now.AddDate(0, -1, 0), now.AddDate(1, 0, 0)), pki.mid, &pki.signKey.PublicKey, pki.midKey)
+	otherRoot := channeltest.IssueCert(t, caTemplate("other root", now.AddDate(-1, 0, 0), now.AddDate(5, 0, 0)), nil, &pki.other.PublicKey, pki.other)
+	otherMid := channeltest.IssueCert(t, caTemplate("paygw test UnionPay intermediate", now.AddDate(-1, 0, 0), now.AddDate(5, 0, 0)), otherRoot, &pki.other.PublicKey, pki.other)
+	otherLeaf := channeltest.IssueCert(t, leafTemplate(testSigningCN, now.AddDate(0, -1, 0), now.AddDate(1, 0, 0)), otherMid, &pki.signKey.PublicKey, pki.other)
+	expired := channeltest.IssueCert(t, leafTemplate(testSigningCN, now.AddDate(-2, 0, 0), now.Add(-time.Second)), pki.mid, &pki.signKey.PublicKey, pki.midKey)
+	notYet := channeltest.IssueCert(t, leafTemplate(testSigningCN, now.Add(time.Hour), now.AddDate(1, 0, 0)), pki.mid, &pki.signKey.PublicKey, pki.midKey)
+	wrongName := channeltest.IssueCert(t, leafTemplate("041@Z12@中国银联股份有限公司分公司@00000002", now.AddDate(0, -1, 0), now.AddDate(1, 0, 0)), pki.mid, &pki.signKey.PublicKey, pki.midKey)
+	bareName := channeltest.IssueCert(t, leafTemplate(SignerName, now.AddDate(0, -1, 0), now.AddDate(1, 0, 0)), pki.mid, &pki.signKey.PublicKey, pki.midKey)
+	testEnv := channeltest.IssueCert(t, leafTemplate("041@Z12@00040000:SIGN@00000062", now.AddDate(0, -1, 0), now.AddDate(1, 0, 0)), pki.mid, &pki.signKey.PublicKey, pki.midKey)
 	twoCNs := leafTemplate("", now.AddDate(0, -1, 0), now.AddDate(1, 0, 0))
 	twoCNs.Subject.ExtraNames = []pkix.AttributeTypeAndValue{
 		{Type: oidCommonName, Value: "041@Z12@某公司@00000002"}, {Type: oidCommonName, Value: testSigningCN},
 	}
-	twoCNCert := issue(t, twoCNs, pki.mid, &pki.signKey.PublicKey, pki.midKey)
+	twoCNCert := channeltest.IssueCert(t, twoCNs, pki.mid, &pki.signKey.PublicKey, pki.midKey)
 	ecKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ecLeaf := issue(t, leafTemplate(testSigningCN, now.AddDate(0, -1, 0), now.AddDate(1, 0, 0)), pki.mid, &ecKey.PublicKey, pki.midKey)
-	sibling := issue(t, caTemplate("paygw test UnionPay intermediate 2", now.AddDate(-1, 0, 0), now.AddDate(5, 0, 0)), pki.root, &pki.other.PublicKey, pki.rootKey)
+	ecLeaf := channeltest.IssueCert(t, leafTemplate(testSigningCN, now.AddDate(0, -1, 0), now.AddDate(1, 0, 0)), pki.mid, &ecKey.PublicKey, pki.midKey)
+	sibling := channeltest.IssueCert(t, caTemplate("paygw test UnionPay intermediate 2", now.AddDate(-1, 0, 0), now.AddDate(5, 0, 0)), pki.root, &pki.other.PublicKey, pki.rootKey)
 
 	byCert := func(c *x509.Certificate) string {
 		return signUnionPay(t, pki.signKey, pemOf(c), unionPayFields(), true)
@@ -484,8 +463,8 @@ func TestUnionPayRefund(t *testing.T) {
 func TestNewUnionPay(t *testing.T) {
 	pki := testUnionPayPKI(t)
 	now := pki.now
-	leafAsCA := issue(t, leafTemplate("leaf", now.AddDate(-1, 0, 0), now.AddDate(1, 0, 0)), pki.root, &pki.other.PublicKey, pki.rootKey)
-	foreignMid := issue(t, caTemplate("foreign intermediate", now.AddDate(-1, 0, 0), now.AddDate(1, 0, 0)), nil, &pki.other.PublicKey, pki.other)
+	leafAsCA := channeltest.IssueCert(t, leafTemplate("leaf", now.AddDate(-1, 0, 0), now.AddDate(1, 0, 0)), pki.root, &pki.other.PublicKey, pki.rootKey)
+	foreignMid := channeltest.IssueCert(t, caTemplate("foreign intermediate", now.AddDate(-1, 0, 0), now.AddDate(1, 0, 0)), nil, &pki.other.PublicKey, pki.other)
 
 	tests := map[string]struct {
 		edit func(*Config)

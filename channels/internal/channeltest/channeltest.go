@@ -6,6 +6,7 @@ package channeltest
 import (
 	"bytes"
 	"context"
+	"crypto"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
@@ -13,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -354,6 +356,27 @@ func SeedForms(f *testing.F, vectors map[string]FormVector, extra ...string) [][
 		f.Add([]byte(s))
 	}
 	return signed
+}
+
+// IssueCert makes a certificate from tmpl for pub, signed by parentKey as parent (self-signed
+// when parent is nil), with a serial from the clock when tmpl has none.
+func IssueCert(tb testing.TB, tmpl, parent *x509.Certificate, pub any, parentKey crypto.Signer) *x509.Certificate {
+	tb.Helper()
+	if tmpl.SerialNumber == nil {
+		tmpl.SerialNumber = big.NewInt(time.Now().UnixNano())
+	}
+	if parent == nil {
+		parent = tmpl
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, pub, parentKey)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c
 }
 
 // ReadPrivateKey reads the PKCS#8 RSA key testdata/name.
