@@ -408,6 +408,29 @@ func AssertEvent(t *testing.T, got, want payment.Event) {
 	}
 }
 
+// WantVerify fails t unless Verify's ev and err for body are what a table wants: with want nil,
+// an event carrying body, a trade_no and a notify id; otherwise an error wrapping want and the
+// zero event. It reports whether an error was wanted, so that the caller goes on to its text.
+func WantVerify(t *testing.T, body string, ev payment.Event, err, want error) bool {
+	t.Helper()
+	if want == nil {
+		if err != nil {
+			t.Fatalf("Verify: %v", err)
+		}
+		if ev.TradeNo == "" || ev.NotifyID == "" || !bytes.Equal(ev.Raw, []byte(body)) {
+			t.Errorf("incomplete event %+v", ev)
+		}
+		return false
+	}
+	if !errors.Is(err, want) {
+		t.Fatalf("Verify error = %v, want %v", err, want)
+	}
+	if !reflect.DeepEqual(ev, payment.Event{}) {
+		t.Errorf("event %+v returned with an error", ev)
+	}
+	return true
+}
+
 // IsSentinel reports whether err is one of the package's refusals, as every error from outside
 // input must be: the HTTP layer maps only those.
 func IsSentinel(err error) bool {
