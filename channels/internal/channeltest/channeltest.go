@@ -431,6 +431,16 @@ func WantVerify(t *testing.T, body string, ev payment.Event, err, want error) bo
 	return true
 }
 
+// Refused reports whether a parser refused its input (err is not nil), and fails t unless such a
+// refusal wraps channels.ErrMalformed, as a refusal of outside input must; what names the parser.
+func Refused(t *testing.T, err error, what string) bool {
+	t.Helper()
+	if err != nil && !errors.Is(err, channels.ErrMalformed) {
+		t.Fatalf("%s error %v does not wrap channels.ErrMalformed", what, err)
+	}
+	return err != nil
+}
+
 // IsSentinel reports whether err is one of the package's refusals, as every error from outside
 // input must be: the HTTP layer maps only those.
 func IsSentinel(err error) bool {
