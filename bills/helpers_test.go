@@ -56,6 +56,17 @@ func readAll(tb testing.TB, r Reader, maxCalls int) result {
 	return res
 }
 
+// readClean drains r as readAll does, and fails the test unless the bill reads to its end without
+// a bad line, in exactly n lines.
+func readClean(tb testing.TB, r Reader, n int) result {
+	tb.Helper()
+	res := readAll(tb, r, 100)
+	if res.err != nil || len(res.bad) != 0 || len(res.lines) != n {
+		tb.Fatalf("err %v, bad %v, lines %+v; want %d lines", res.err, res.bad, res.lines, n)
+	}
+	return res
+}
+
 // wantLines compares the lines a reader yielded with want, field by field (times as instants).
 func wantLines(tb testing.TB, got, want []Line) {
 	tb.Helper()

@@ -19,10 +19,7 @@ charge,Order T8,1000,0,1000,isk,2024-05-01 15:00:00,txn_8,ch_8,T8,ch_8,pi_8
 `
 
 func TestStripeReport(t *testing.T) {
-	res := readAll(t, NewStripe(strings.NewReader(stripeReport)), 100)
-	if res.err != nil || len(res.bad) != 0 || len(res.lines) != 5 {
-		t.Fatalf("err %v, bad %v, lines %+v", res.err, res.bad, res.lines)
-	}
+	res := readClean(t, NewStripe(strings.NewReader(stripeReport)), 5)
 	utc := func(s string) time.Time { t, _ := time.Parse(time.DateTime, s); return t }
 	want := []Line{
 		{No: 2, Kind: KindPay, TradeNo: "T1", ChannelTxnID: "pi_1", AmountFen: 1000, Currency: "USD", Time: utc("2024-05-01 10:20:30")},
@@ -102,30 +99,15 @@ func TestGenericCSV(t *testing.T) {
 // Stripe's gross may print zeros past the currency's exponent (ISK as "1000.00"); they change
 // no value. Anything else past it is refused, as parseDecimal refuses it.
 func TestParseStripeGross(t *testing.T) {
-	for _, c := range []struct {
-		in   string
-		exp  int
-		want int64
-		ok   bool
-	}{
+	checkDecimals(t, "parseDecimalPadded", parseDecimalPadded, []decimalCase{
 		{"1000.00", 0, 1000, true}, {"-3.00", 0, -3, true}, {"10.500", 2, 1050, true}, {"1.0000", 3, 1000, true},
 		{"10.50", 2, 1050, true}, {"1000", 0, 1000, true},
 		{"1.50", 0, 0, false}, {"1.2340", 2, 0, false}, {"1.000000000", 0, 0, false}, {"1.", 0, 0, false}, {"1,000.00", 0, 0, false},
-	} {
-		got, err := parseDecimalPadded(c.in, c.exp)
-		if (err == nil) != c.ok || got != c.want {
-			t.Errorf("parseDecimalPadded(%q, %d) = %d, %v; want %d, ok %v", c.in, c.exp, got, err, c.want, c.ok)
-		}
-	}
+	})
 }
 
 func TestParseDecimal(t *testing.T) {
-	for _, c := range []struct {
-		in   string
-		exp  int
-		want int64
-		ok   bool
-	}{
+	checkDecimals(t, "parseDecimal", parseDecimal, []decimalCase{
 		{"0.01", 2, 1, true}, {"88.88", 2, 8888, true}, {"1", 2, 100, true}, {"0.5", 2, 50, true},
 		{"-0.04", 2, -4, true}, {"0", 2, 0, true}, {"1000", 0, 1000, true}, {"1.234", 3, 1234, true},
 		{"999999999999999", 0, 0, false}, {"100000000000000", 0, 100000000000000, true}, // maxMinor and past it
@@ -133,10 +115,24 @@ func TestParseDecimal(t *testing.T) {
 		{"01.00", 2, 0, false}, {"+1", 2, 0, false}, {" 1", 2, 0, false}, {"1e3", 2, 0, false},
 		{"1.5", 0, 0, false}, {"", 2, 0, false}, {"-", 2, 0, false}, {"--1", 2, 0, false},
 		{"1000000000000000000000", 2, 0, false}, {"１", 2, 0, false},
-	} {
-		got, err := parseDecimal(c.in, c.exp)
+	})
+}
+
+// decimalCase is a decimal in, read with exp digits after the point: want, or refused (!ok).
+type decimalCase struct {
+	in   string
+	exp  int
+	want int64
+	ok   bool
+}
+
+// checkDecimals reads every case's in with parse, called name in messages.
+func checkDecimals(t *testing.T, name string, parse func(string, int) (int64, error), cases []decimalCase) {
+	t.Helper()
+	for _, c := range cases {
+		got, err := parse(c.in, c.exp)
 		if (err == nil) != c.ok || got != c.want {
-			t.Errorf("parseDecimal(%q, %d) = %d, %v; want %d, ok %v", c.in, c.exp, got, err, c.want, c.ok)
+			t.Errorf("%s(%q, %d) = %d, %v; want %d, ok %v", name, c.in, c.exp, got, err, c.want, c.ok)
 		}
 	}
 }

@@ -59,10 +59,7 @@ func TestUnionPayZM(t *testing.T) {
 	if n := len(zmLine(t, zmRow("01", "0101000001", "1", "1", "T", ""))); n != zmLen || zmLen != 608 {
 		t.Fatalf("line %d bytes, zmLen %d", n, zmLen)
 	}
-	res := readAll(t, NewUnionPayZM(bytes.NewReader(file), billDate), 100)
-	if res.err != nil || len(res.bad) != 0 || len(res.lines) != 4 {
-		t.Fatalf("err %v, bad %v, lines %+v", res.err, res.bad, res.lines)
-	}
+	res := readClean(t, NewUnionPayZM(bytes.NewReader(file), billDate), 4)
 	want := []Line{
 		{No: 1, Kind: KindPay, TradeNo: "T1", ChannelTxnID: "512412312359590001", AmountFen: 1999, Currency: "CNY", Time: cst("2024-12-31 23:59:59")},
 		{No: 2, Kind: KindPay, TradeNo: "T2", ChannelTxnID: "512501010000010002", AmountFen: 100000, Currency: "CNY", Time: cst("2025-01-01 00:00:01")},

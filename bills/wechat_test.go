@@ -31,10 +31,7 @@ func TestWeChatSample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := readAll(t, NewWeChat(bytes.NewReader(b)), 100)
-	if res.err != nil || len(res.bad) != 0 || len(res.lines) != 1 {
-		t.Fatalf("err %v, bad %v, lines %+v", res.err, res.bad, res.lines)
-	}
+	res := readClean(t, NewWeChat(bytes.NewReader(b)), 1)
 	want := Line{No: 2, Kind: KindPay, TradeNo: "S20210128170702357723", ChannelTxnID: "4200000925202101284997714292", AmountFen: 1, Currency: "CNY", Time: cst("2021-01-28 17:07:11")}
 	if !linesEqual(res.lines[0], want) {
 		t.Errorf("got %+v\nwant %+v", res.lines[0], want)
@@ -71,10 +68,7 @@ func TestWeChatBill(t *testing.T) {
 		"gzip CRLF": gzipped(t, wechatBill("\r\n")),
 	} {
 		t.Run(name, func(t *testing.T) {
-			res := readAll(t, NewWeChat(bytes.NewReader(input)), 100)
-			if res.err != nil || len(res.bad) != 0 || len(res.lines) != 3 {
-				t.Fatalf("err %v, bad %v, lines %+v", res.err, res.bad, res.lines)
-			}
+			res := readClean(t, NewWeChat(bytes.NewReader(input)), 3)
 			want := []Line{
 				{No: 2, Kind: KindPay, TradeNo: "T1", ChannelTxnID: "4200000001", AmountFen: 100000, Currency: "CNY", Time: cst("2024-05-01 00:00:01")},
 				{No: 3, Kind: KindPay, TradeNo: "T2", ChannelTxnID: "4200000002", AmountFen: 1, Currency: "CNY", Time: cst("2024-05-01 10:00:00")},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"time"
 
@@ -120,6 +121,29 @@ func SpoolBill(channel string, format bills.Format, day time.Time, r io.Reader) 
 	}
 	_ = b.Close()
 	return nil, err
+}
+
+// FetchBill sends req, a GET of channel's bill file of day whose URL may carry a download token,
+// over hc and spools the answer (SpoolBill) as format. what names the file in messages ("bill",
+// "bill zip"). Errors: ErrQueryFailed when the bill cannot be fetched, a status other than 200, or
+// a failure reading it; ErrMalformed for a bill larger than MaxBillBytes. None names the URL.
+func FetchBill(hc *http.Client, req *http.Request, channel, what string, format bills.Format, day time.Time) (*BillFile, error) {
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: downloading the bill: %w", ErrQueryFailed, channel, URLCause(err))
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%w: %s: downloading the bill: HTTP %d", ErrQueryFailed, channel, resp.StatusCode)
+	}
+	b, err := SpoolBill(channel, format, day, resp.Body)
+	switch {
+	case errors.Is(err, ErrBillTooLarge):
+		return nil, fmt.Errorf("%w: %s: the %s is %w", ErrMalformed, channel, what, err)
+	case err != nil:
+		return nil, fmt.Errorf("%w: %s: downloading the bill: %w", ErrQueryFailed, channel, err)
+	}
+	return b, nil
 }
 
 // NoBill is the bill of a day the channel says had no trades.

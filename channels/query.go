@@ -3,6 +3,7 @@ package channels
 import (
 	"context"
 	"errors"
+	"net/url"
 	"time"
 
 	"github.com/paygw/paygw/payment"
@@ -18,6 +19,17 @@ import (
 // error). Nothing is known; ask again later. Unverified or unreadable responses are
 // ErrBadSignature and ErrMalformed, as for notifications.
 var ErrQueryFailed = errors.New("channels: query failed")
+
+// URLCause is err's cause when err is, or wraps, the *url.Error an http.Client returns, and err
+// otherwise: the URL that error names may carry a download token, or be an SDK's default host
+// rather than the one asked, so it stays out of the error paygw returns.
+func URLCause(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
 
 // TradeQuery is what paygw knows of an order when it asks a channel about it.
 type TradeQuery struct {

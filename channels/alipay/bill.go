@@ -71,26 +71,7 @@ func (a *alipayBills) DownloadBill(ctx context.Context, day time.Time) (*channel
 	if err != nil {
 		return nil, fmt.Errorf("%w: alipay: bill_download_url: %w", channels.ErrMalformed, err)
 	}
-	resp, err := a.hc.Do(req)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // the URL carries a download token: not for the log
-		}
-		return nil, fmt.Errorf("%w: alipay: downloading the bill: %w", channels.ErrQueryFailed, err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%w: alipay: downloading the bill: HTTP %d", channels.ErrQueryFailed, resp.StatusCode)
-	}
-	b, err := channels.SpoolBill("alipay", bills.FormatAlipayZip, day, resp.Body)
-	switch {
-	case errors.Is(err, channels.ErrBillTooLarge):
-		return nil, fmt.Errorf("%w: alipay: the bill zip is %w", channels.ErrMalformed, err)
-	case err != nil:
-		return nil, fmt.Errorf("%w: alipay: downloading the bill: %w", channels.ErrQueryFailed, err)
-	}
-	return b, nil
+	return channels.FetchBill(a.hc, req, "alipay", "bill zip", bills.FormatAlipayZip, day)
 }
 
 // alipayBillURL reads the URL out of a verified answer, whose raw body is body.

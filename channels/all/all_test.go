@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/paygw/paygw/channels"
-	"github.com/paygw/paygw/config"
+	"github.com/paygw/paygw/channels/internal/channeltest"
 	"github.com/paygw/paygw/simulate"
 )
 
@@ -17,11 +17,7 @@ func TestApplyTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Load(man.ConfigPath, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	chs, err := FromConfig(cfg.Channels)
+	chs, err := FromConfig(channeltest.LoadConfig(t, man).Channels)
 	if err != nil || len(chs) != 4 {
 		t.Fatalf("FromConfig: %d channels, %v", len(chs), err)
 	}
@@ -50,17 +46,10 @@ func TestFromConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	signers, err := simulate.LoadSigners(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	signers := channeltest.LoadSigners(t, dir)
 	load := func(t *testing.T, environ ...string) map[string]channels.Channel {
 		t.Helper()
-		cfg, err := config.Load(man.ConfigPath, environ)
-		if err != nil {
-			t.Fatal(err)
-		}
-		chs, err := FromConfig(cfg.Channels)
+		chs, err := FromConfig(channeltest.LoadConfig(t, man, environ...).Channels)
 		if err != nil {
 			t.Fatal(err)
 		}

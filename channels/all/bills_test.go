@@ -66,13 +66,7 @@ func newBillSandbox() (*billSandbox, error) {
 	// from it at each request. It holds test keys only.
 	s := &billSandbox{channels: map[string]channels.Channel{}, dl: map[string]channels.BillDownloader{},
 		tamperOn: new(bool), tamperMu: &sync.Mutex{}, stripeDay: time.UTC}
-	if s.man, err = simulate.WriteKeys(dir, time.Now()); err != nil {
-		return nil, err
-	}
-	if s.signers, err = simulate.LoadSigners(dir); err != nil {
-		return nil, err
-	}
-	if s.fake, err = simulate.NewFake(dir, ""); err != nil {
+	if s.man, s.signers, s.fake, err = channeltest.NewKeys(dir, time.Now()); err != nil {
 		return nil, err
 	}
 	srv := httptest.NewServer(s.fake.Handler()) // lives as long as the test binary

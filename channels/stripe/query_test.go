@@ -33,19 +33,13 @@ func newStripeQueryEnv(t *testing.T) *stripeQueryEnv {
 	dir := t.TempDir()
 	now := time.Now().UTC().Truncate(time.Second)
 	man, fake, srv := channeltest.ServeFake(t, dir, now)
-	cfg, err := config.Load(man.ConfigPath, []string{"PAYGW_CHANNELS__STRIPE__API_BASE_URL=" + srv.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	signers, err := simulate.LoadSigners(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := channeltest.LoadConfig(t, man, "PAYGW_CHANNELS__STRIPE__API_BASE_URL="+srv.URL)
 	verifier, err := New(cfg.Channels.Stripe.WebhookSecrets, cfg.Channels.Stripe.Tolerance)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &stripeQueryEnv{fake: fake, srv: srv, cfg: cfg.Channels.Stripe, verifier: verifier, signer: signers["stripe"], now: now}
+	signer := channeltest.LoadSigners(t, dir)["stripe"]
+	return &stripeQueryEnv{fake: fake, srv: srv, cfg: cfg.Channels.Stripe, verifier: verifier, signer: signer, now: now}
 }
 
 func (e *stripeQueryEnv) querier(t *testing.T) channels.Querier {

@@ -306,23 +306,11 @@ func TestStripeVerify(t *testing.T) {
 				at = now
 			}
 			ev, err := s.Verify([]byte(tt.body), tt.header, at)
-			if tt.wantErr == nil {
-				if err != nil {
-					t.Fatalf("Verify: %v", err)
-				}
-				if ev.NotifyID == "" || ev.TradeNo == "" || !bytes.Equal(ev.Raw, []byte(tt.body)) {
-					t.Errorf("incomplete event %+v", ev)
-				}
+			if !channeltest.WantVerify(t, tt.body, ev, err, tt.wantErr) {
 				return
-			}
-			if !errors.Is(err, tt.wantErr) {
-				t.Fatalf("Verify error = %v, want %v", err, tt.wantErr)
 			}
 			if tt.reason != "" && !strings.Contains(err.Error(), tt.reason) {
 				t.Errorf("Verify error = %q, want it to say %q", err, tt.reason)
-			}
-			if !reflect.DeepEqual(ev, payment.Event{}) {
-				t.Errorf("event %+v returned with an error", ev)
 			}
 			// The reason never carries the header, a signature or a secret.
 			msg := err.Error()

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/paygw/paygw/channels"
+	"github.com/paygw/paygw/channels/internal/channeltest"
 )
 
 // Signature algorithm identifiers of PKCS #1 (RFC 8017 A.2.4) and RFC 4055.
@@ -32,6 +33,18 @@ func wantRefused(t *testing.T, err error, reason string) {
 	if !errors.Is(err, channels.ErrBadSignature) || !strings.Contains(err.Error(), reason) {
 		t.Fatalf("err = %v, want %v with %q", err, channels.ErrBadSignature, reason)
 	}
+}
+
+// wantOutcome fails t unless err is nil when reason is "" (accepted), or refuses with reason.
+func wantOutcome(t *testing.T, err error, reason string) {
+	t.Helper()
+	if reason == "" {
+		if err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	wantRefused(t, err, reason)
 }
 
 // resigned is c (signed SHA256-RSA by parentKey) signed again under another algorithm, which
@@ -86,12 +99,12 @@ func TestUnionPayChainAlgorithms(t *testing.T) {
 	now := pki.now
 	u := testUnionPay(t, pki.config())
 	leaf := func() *x509.Certificate {
-		return issue(t, leafTemplate(testSigningCN, now.AddDate(0, -1, 0), now.AddDate(1, 0, 0)), pki.mid, &pki.signKey.PublicKey, pki.midKey)
+		return channeltest.IssueCert(t, leafTemplate(testSigningCN, now.AddDate(0, -1, 0), now.AddDate(1, 0, 0)), pki.mid, &pki.signKey.PublicKey, pki.midKey)
 	}
 	withAlg := func(alg x509.SignatureAlgorithm) *x509.Certificate {
 		tmpl := leafTemplate(testSigningCN, now.AddDate(0, -1, 0), now.AddDate(1, 0, 0))
 		tmpl.SignatureAlgorithm = alg
-		return issue(t, tmpl, pki.mid, &pki.signKey.PublicKey, pki.midKey)
+		return channeltest.IssueCert(t, tmpl, pki.mid, &pki.signKey.PublicKey, pki.midKey)
 	}
 
 	tests := map[string]struct {
@@ -116,13 +129,7 @@ func TestUnionPayChainAlgorithms(t *testing.T) {
 			}
 			// And through Verify, on a message signed by the certificate's key.
 			_, err := u.Verify([]byte(signUnionPay(t, pki.signKey, pemOf(tc.cert), unionPayFields(), true)), http.Header{}, now)
-			if tc.reason == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			wantRefused(t, err, tc.reason)
+			wantOutcome(t, err, tc.reason)
 		})
 	}
 }
@@ -135,7 +142,7 @@ func TestUnionPayChainIntermediateAlgorithms(t *testing.T) {
 	mid := func() *x509.Certificate { // the test intermediate again: same name, same key
 		tmpl := caTemplate("", now.AddDate(-1, 0, 0), now.AddDate(5, 0, 0))
 		tmpl.RawSubject = pki.mid.RawSubject
-		return issue(t, tmpl, pki.root, &pki.midKey.PublicKey, pki.rootKey)
+		return channeltest.IssueCert(t, tmpl, pki.root, &pki.midKey.PublicKey, pki.rootKey)
 	}
 	tests := map[string]struct {
 		mid     *x509.Certificate
@@ -175,7 +182,7 @@ func TestUnionPayChainRules(t *testing.T) {
 	now := pki.now
 	year := func(n int) time.Time { return now.AddDate(n, 0, 0) }
 	leafOf := func(tmpl, parent *x509.Certificate, parentKey *rsa.PrivateKey) *x509.Certificate {
-		return issue(t, tmpl, parent, &pki.signKey.PublicKey, parentKey)
+		return channeltest.IssueCert(t, tmpl, parent, &pki.signKey.PublicKey, parentKey)
 	}
 	withUsage := func(ku x509.KeyUsage) *x509.Certificate {
 		tmpl := leafTemplate(testSigningCN, year(-1), year(1))
@@ -193,16 +200,16 @@ func TestUnionPayChainRules(t *testing.T) {
 	critical := leafTemplate(testSigningCN, year(-1), year(1))
 	critical.ExtraExtensions = []pkix.Extension{{Id: asn1.ObjectIdentifier{1, 3, 6, 1, 4, 1, 99999, 1}, Critical: true, Value: []byte{5, 0}}}
 	// A chain whose intermediate, or root, runs out in an hour; the signing certificate does not.
-	shortMid := issue(t, caTemplate("short intermediate", year(-1), now.Add(time.Hour)), pki.root, &pki.midKey.PublicKey, pki.rootKey)
-	shortRoot := issue(t, caTemplate("short root", year(-1), now.Add(time.Hour)), nil, &pki.rootKey.PublicKey, pki.rootKey)
-	midOfShortRoot := issue(t, caTemplate("intermediate of the short root", year(-1), year(5)), shortRoot, &pki.midKey.PublicKey, pki.rootKey)
+	shortMid := channeltest.IssueCert(t, caTemplate("short intermediate", year(-1), now.Add(time.Hour)), pki.root, &pki.midKey.PublicKey, pki.rootKey)
+	shortRoot := channeltest.IssueCert(t, caTemplate("short root", year(-1), now.Add(time.Hour)), nil, &pki.rootKey.PublicKey, pki.rootKey)
+	midOfShortRoot := channeltest.IssueCert(t, caTemplate("intermediate of the short root", year(-1), year(5)), shortRoot, &pki.midKey.PublicKey, pki.rootKey)
 	config := func(root, mid *x509.Certificate) Config {
 		c := pki.config()
 		c.Roots, c.Intermediates = []*x509.Certificate{root}, []*x509.Certificate{mid}
 		return c
 	}
 	// The intermediate itself, not yet valid: issued in the future.
-	lateMid := issue(t, caTemplate("late intermediate", now.Add(time.Hour), year(5)), pki.root, &pki.midKey.PublicKey, pki.rootKey)
+	lateMid := channeltest.IssueCert(t, caTemplate("late intermediate", now.Add(time.Hour), year(5)), pki.root, &pki.midKey.PublicKey, pki.rootKey)
 
 	tests := map[string]struct {
 		config Config // zero = pki.config()
@@ -227,13 +234,7 @@ func TestUnionPayChainRules(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			_, err := pki.verify(t, tc.config, []byte(signUnionPay(t, pki.signKey, pemOf(tc.cert), unionPayFields(), true)), tc.at)
-			if tc.reason == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			wantRefused(t, err, tc.reason)
+			wantOutcome(t, err, tc.reason)
 		})
 	}
 }
@@ -246,7 +247,7 @@ func TestNewUnionPayAnchors(t *testing.T) {
 	noCertSign.KeyUsage = x509.KeyUsageCRLSign
 	pathZero := caTemplate("root of no intermediate", now.AddDate(-1, 0, 0), now.AddDate(5, 0, 0))
 	pathZero.MaxPathLen, pathZero.MaxPathLenZero = 0, true
-	zeroRoot := issue(t, pathZero, nil, &pki.rootKey.PublicKey, pki.rootKey)
+	zeroRoot := channeltest.IssueCert(t, pathZero, nil, &pki.rootKey.PublicKey, pki.rootKey)
 	critical := caTemplate("paygw test UnionPay intermediate", now.AddDate(-1, 0, 0), now.AddDate(5, 0, 0))
 	impostor := *pki.root // the root's name on another key
 	impostor.PublicKey = &pki.other.PublicKey
@@ -258,22 +259,22 @@ func TestNewUnionPayAnchors(t *testing.T) {
 	}{
 		"intermediate without keyCertSign": {
 			roots:   []*x509.Certificate{pki.root},
-			mids:    []*x509.Certificate{issue(t, noCertSign, pki.root, &pki.midKey.PublicKey, pki.rootKey)},
+			mids:    []*x509.Certificate{channeltest.IssueCert(t, noCertSign, pki.root, &pki.midKey.PublicKey, pki.rootKey)},
 			wantErr: "channels.unionpay.intermediate_cert_file: key usage does not allow certificate signing",
 		},
 		"intermediate with an unknown critical extension": {
 			roots:   []*x509.Certificate{pki.root},
-			mids:    []*x509.Certificate{issue(t, critical, pki.root, &pki.midKey.PublicKey, pki.rootKey)},
+			mids:    []*x509.Certificate{channeltest.IssueCert(t, critical, pki.root, &pki.midKey.PublicKey, pki.rootKey)},
 			wantErr: "channels.unionpay.intermediate_cert_file: has a critical extension paygw does not handle",
 		},
 		"root of path length 0": {
 			roots:   []*x509.Certificate{zeroRoot},
-			mids:    []*x509.Certificate{issue(t, caTemplate("m", now.AddDate(-1, 0, 0), now.AddDate(5, 0, 0)), zeroRoot, &pki.midKey.PublicKey, pki.rootKey)},
+			mids:    []*x509.Certificate{channeltest.IssueCert(t, caTemplate("m", now.AddDate(-1, 0, 0), now.AddDate(5, 0, 0)), zeroRoot, &pki.midKey.PublicKey, pki.rootKey)},
 			wantErr: "channels.unionpay.root_cert_file: path length 0 allows no intermediate",
 		},
 		"intermediate named by the root, signed by another key": {
 			roots:   []*x509.Certificate{pki.root},
-			mids:    []*x509.Certificate{issue(t, caTemplate("m", now.AddDate(-1, 0, 0), now.AddDate(5, 0, 0)), &impostor, &pki.midKey.PublicKey, pki.other)},
+			mids:    []*x509.Certificate{channeltest.IssueCert(t, caTemplate("m", now.AddDate(-1, 0, 0), now.AddDate(5, 0, 0)), &impostor, &pki.midKey.PublicKey, pki.other)},
 			wantErr: "channels.unionpay.intermediate_cert_file: not issued by a certificate in channels.unionpay.root_cert_file",
 		},
 		"two roots, the second issued it": {
@@ -302,7 +303,7 @@ func TestNewUnionPayAnchors(t *testing.T) {
 // unrelatedRoot is a root of another key, which issued none of the test chain.
 func unrelatedRoot(tb testing.TB, pki unionPayPKI) *x509.Certificate {
 	tb.Helper()
-	return issue(tb, caTemplate("other root", pki.now.AddDate(-1, 0, 0), pki.now.AddDate(5, 0, 0)), nil, &pki.other.PublicKey, pki.other)
+	return channeltest.IssueCert(tb, caTemplate("other root", pki.now.AddDate(-1, 0, 0), pki.now.AddDate(5, 0, 0)), nil, &pki.other.PublicKey, pki.other)
 }
 
 // TestUnionPayChainDescription: Chain lists the configured roots, then the intermediates.

@@ -13,12 +13,7 @@ import (
 // FuzzUnionPayVerify feeds whole notification bodies. What verifies must be a seed's event:
 // mutations may only rewrite how the signed fields are encoded.
 func FuzzUnionPayVerify(f *testing.F) {
-	var signed [][]byte
-	for _, v := range readUnionPayVectors(f) {
-		f.Add([]byte(v.body))
-		signed = append(signed, []byte(v.body))
-	}
-	for _, s := range []string{
+	signed := channeltest.SeedForms(f, readUnionPayVectors(f),
 		"",
 		"&&",
 		"a=1&a=2",
@@ -29,9 +24,7 @@ func FuzzUnionPayVerify(f *testing.F) {
 		"version=5.0.0&signMethod=01&certId=1",
 		"encoding=GBK&version=5.1.0&signMethod=01",
 		"respMsg=%FF&version=5.1.0&signMethod=01",
-	} {
-		f.Add([]byte(s))
-	}
+	)
 	pki := testUnionPayPKI(f)
 	u := testUnionPay(f, pki.config())
 	seeds := channeltest.VerifiedSeeds(f, func(i int) (payment.Event, error) { return u.Verify(signed[i], nil, pki.now) }, len(signed))
@@ -55,7 +48,7 @@ func FuzzUnionPayEvent(f *testing.F) {
 	// The vectors without signature and certificate: the mapping reads neither, and the fuzzer
 	// spends its time minimising long inputs.
 	for _, v := range readUnionPayVectors(f) {
-		form, err := url.ParseQuery(v.body)
+		form, err := url.ParseQuery(v.Body)
 		if err != nil {
 			f.Fatal(err)
 		}

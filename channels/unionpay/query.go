@@ -205,9 +205,8 @@ func unionPayPost(ctx context.Context, hc *http.Client, to string, form url.Valu
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded; charset=UTF-8")
 	resp, err := hc.Do(req)
 	if err != nil {
-		var ue *url.Error
-		if ctx.Err() == nil && errors.As(err, &ue) {
-			err = ue.Err // the URL is configuration: the log has it already
+		if ctx.Err() == nil {
+			err = channels.URLCause(err) // the URL is configuration: the log has it already
 		}
 		return nil, fmt.Errorf("%w: unionpay: %w", channels.ErrQueryFailed, err)
 	}
@@ -358,15 +357,8 @@ func unionPayQueryAnswer(merID, tradeNo string, params map[string]string, body [
 		Channel: "unionpay", NotifyID: channels.QueryNotifyID(queryID), TradeNo: tradeNo, ChannelTxnID: queryID,
 		Kind: payment.KindPaid, Status: status, Raw: bytes.Clone(body),
 	}
-	if ev.AmountFen, err = parseUnionPayFen(params["txnAmt"]); err != nil {
+	if err := unionPayMoney(&ev, params); err != nil {
 		return channels.TradeAnswer{}, err
-	}
-	code := params["currencyCode"]
-	if ev.Currency = unionPayCurrencies[code]; ev.Currency == "" {
-		return channels.TradeAnswer{}, fmt.Errorf("%w: unionpay: currencyCode %s", channels.ErrMalformed, channels.Quote(code))
-	}
-	if ev.PaidAt, err = time.ParseInLocation(unionPayTimeLayout, params["txnTime"], bills.ChinaTime); err != nil {
-		return channels.TradeAnswer{}, fmt.Errorf("%w: unionpay: txnTime missing or not %s", channels.ErrMalformed, unionPayTimeLayout)
 	}
 	if ev, err = channels.CheckEvent(ev); err != nil {
 		return channels.TradeAnswer{}, err

@@ -50,20 +50,13 @@ func newUnionPayQueryEnv(t *testing.T) *unionPayQueryEnv {
 	dir := t.TempDir()
 	now := time.Now().UTC().Truncate(time.Second)
 	man, fake, srv := channeltest.ServeFake(t, dir, now)
-	cfg, err := config.Load(man.ConfigPath, []string{"PAYGW_CHANNELS__UNIONPAY__QUERY_URL=" + srv.URL + "/gateway/api/queryTrans.do"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := channeltest.LoadConfig(t, man, "PAYGW_CHANNELS__UNIONPAY__QUERY_URL="+srv.URL+"/gateway/api/queryTrans.do")
 	verifier, err := FromConfig(cfg.Channels.UnionPay)
 	if err != nil {
 		t.Fatal(err)
 	}
-	signers, err := simulate.LoadSigners(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &unionPayQueryEnv{dir: dir, man: man, fake: fake, srv: srv, cfg: cfg.Channels.UnionPay, verifier: verifier,
-		signer: signers["unionpay"].(simulate.UnionPaySigner), now: now}
+	signer := channeltest.LoadSigners(t, dir)["unionpay"].(simulate.UnionPaySigner)
+	return &unionPayQueryEnv{dir: dir, man: man, fake: fake, srv: srv, cfg: cfg.Channels.UnionPay, verifier: verifier, signer: signer, now: now}
 }
 
 func (e *unionPayQueryEnv) querier(t *testing.T, c config.UnionPay) channels.Querier {
@@ -419,7 +412,7 @@ func newTestMerchantCert(t *testing.T) testMerchantCert {
 	}
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "test merchant"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	return testMerchantCert{key, issue(t, tmpl, nil, &key.PublicKey, key)}
+	return testMerchantCert{key, channeltest.IssueCert(t, tmpl, nil, &key.PublicKey, key)}
 }
 
 func writeMerchantPFX(t *testing.T, enc *pkcs12.Encoder, mc testMerchantCert, password string) string {

@@ -275,16 +275,8 @@ func unionPayEvent(params map[string]string, body []byte) (payment.Event, error)
 	ev.NotifyID = queryID + ":" + txnType + ":" + respCode
 	ev.Status = "txnType=" + txnType + " respCode=" + respCode
 
-	if ev.AmountFen, err = parseUnionPayFen(params["txnAmt"]); err != nil {
+	if err := unionPayMoney(&ev, params); err != nil {
 		return payment.Event{}, err
-	}
-	code := params["currencyCode"]
-	if ev.Currency = unionPayCurrencies[code]; ev.Currency == "" {
-		return payment.Event{}, fmt.Errorf("%w: unionpay: currencyCode %s", channels.ErrMalformed, channels.Quote(code))
-	}
-	// Fixed UTC+8 (China keeps no DST), so no tzdata is needed.
-	if ev.PaidAt, err = time.ParseInLocation(unionPayTimeLayout, params["txnTime"], bills.ChinaTime); err != nil {
-		return payment.Event{}, fmt.Errorf("%w: unionpay: txnTime missing or not %s", channels.ErrMalformed, unionPayTimeLayout)
 	}
 
 	switch txnType {
@@ -311,6 +303,24 @@ func unionPayEvent(params map[string]string, body []byte) (payment.Event, error)
 		ev.Kind = payment.KindOther
 	}
 	return ev, nil
+}
+
+// unionPayMoney sets ev's amount, currency and time from a verified notification's or query
+// answer's txnAmt, currencyCode and txnTime, as both state them alike.
+func unionPayMoney(ev *payment.Event, params map[string]string) error {
+	var err error
+	if ev.AmountFen, err = parseUnionPayFen(params["txnAmt"]); err != nil {
+		return err
+	}
+	code := params["currencyCode"]
+	if ev.Currency = unionPayCurrencies[code]; ev.Currency == "" {
+		return fmt.Errorf("%w: unionpay: currencyCode %s", channels.ErrMalformed, channels.Quote(code))
+	}
+	// Fixed UTC+8 (China keeps no DST), so no tzdata is needed.
+	if ev.PaidAt, err = time.ParseInLocation(unionPayTimeLayout, params["txnTime"], bills.ChinaTime); err != nil {
+		return fmt.Errorf("%w: unionpay: txnTime missing or not %s", channels.ErrMalformed, unionPayTimeLayout)
+	}
+	return nil
 }
 
 // parseUnionPayFen reads an ACP amount: minor units as ASCII digits, at most 12 of them (the field's width).

@@ -14,7 +14,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"maps"
-	"math/big"
 	"net/http"
 	"net/url"
 	"slices"
@@ -29,17 +28,11 @@ import (
 
 const testUnionPayMerID = "777290058110048"
 
-// unionPayVector is one line of testdata/unionpay_vectors.txt, made by make_unionpay_vectors.sh
-// with openssl, not by this package: the hex SHA-256 of the signed string, and the signed body.
-type unionPayVector struct{ hex, body string }
-
-func readUnionPayVectors(tb testing.TB) map[string]unionPayVector {
-	tb.Helper()
-	vectors := make(map[string]unionPayVector)
-	for _, f := range channeltest.ReadVectors(tb, "unionpay_vectors.txt", 3) {
-		vectors[f[0]] = unionPayVector{hex: f[1], body: f[2]}
-	}
-	return vectors
+// readUnionPayVectors is testdata/unionpay_vectors.txt, made by make_unionpay_vectors.sh with
+// openssl, not by this package: each vector's hex SHA-256 of the signed string (Signed), and
+// the signed body.
+func readUnionPayVectors(tb testing.TB) map[string]channeltest.FormVector {
+	return channeltest.ReadFormVectors(tb, "unionpay_vectors.txt")
 }
 
 // unionPayPKI is the openssl-made test chain in testdata (root -> intermediate -> signing cert).
@@ -101,26 +94,6 @@ func testUnionPay(tb testing.TB, c Config) *Channel {
 		tb.Fatal(err)
 	}
 	return u
-}
-
-// issue makes a certificate for pub signed by parentKey (self-signed when parent is nil).
-func issue(tb testing.TB, tmpl, parent *x509.Certificate, pub any, parentKey crypto.Signer) *x509.Certificate {
-	tb.Helper()
-	if tmpl.SerialNumber == nil {
-		tmpl.SerialNumber = big.NewInt(time.Now().UnixNano())
-	}
-	if parent == nil {
-		parent = tmpl
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, pub, parentKey)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	c, err := x509.ParseCertificate(der)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return c
 }
 
 func caTemplate(cn string, from, to time.Time) *x509.Certificate {
@@ -213,15 +186,15 @@ func TestUnionPayVectors(t *testing.T) {
 	}
 	for name, v := range vectors {
 		t.Run(name, func(t *testing.T) {
-			params, err := parseUnionPayForm([]byte(v.body))
+			params, err := parseUnionPayForm([]byte(v.Body))
 			if err != nil {
 				t.Fatal(err)
 			}
 			// The first hash, built by sort/paste + openssl dgst in the script.
-			if got := unionPayDigestHex(params, true); got != v.hex {
-				t.Fatalf("digest hex = %s, openssl says %s", got, v.hex)
+			if got := unionPayDigestHex(params, true); got != v.Signed {
+				t.Fatalf("digest hex = %s, openssl says %s", got, v.Signed)
 			}
-			ev, err := u.Verify([]byte(v.body), nil, pki.now)
+			ev, err := u.Verify([]byte(v.Body), nil, pki.now)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -247,25 +220,25 @@ func TestUnionPayVerify(t *testing.T) {
 	}
 
 	// Certificates by hand: another chain, validity windows, names, key types.
-	otherRoot := issue(t, caTemplate("other root", now.AddDate(-1, 0, 0), now.AddDate(5, 0, 0)), nil, &pki.other.PublicKey, pki.other)
-	otherMid := issue(t, caTemplate("paygw test UnionPay intermediate", now.AddDate(-1, 0, 0), now.AddDate(5, 0, 0)), otherRoot, &pki.other.PublicKey, pki.other)
-	otherLeaf := issue(t, leafTemplate(testSigningCN, now.AddDate(0, -1, 0), now.AddDate(1, 0, 0)), otherMid, &pki.signKey.PublicKey, pki.other)
-	expired := issue(t, leafTemplate(testSigningCN, now.AddDate(-2, 0, 0), now.Add(-time.Second)), pki.mid, &pki.signKey.PublicKey, pki.midKey)
-	notYet := issue(t, leafTemplate(testSigningCN, now.Add(time.Hour), now.AddDate(1, 0, 0)), pki.mid, &pki.signKey.PublicKey, pki.midKey)
-	wrongName := issue(t, leafTemplate("041@Z12@中国银联股份有限公司分公司@00000002", now.AddDate(0, -1, 0), now.AddDate(1, 0, 0)), pki.mid, &pki.signKey.PublicKey, pki.midKey)
-	bareName := issue(t, leafTemplate(SignerName, now.AddDate(0, -1, 0), now.AddDate(1, 0, 0)), pki.mid, &pki.signKey.PublicKey, pki.midKey)
-	testEnv := issue(t, leafTemplate("041@Z12@00040000:SIGN@00000062", now.AddDate(0, -1, 0), now.AddDate(1, 0, 0)), pki.mid, &pki.signKey.PublicKey, pki.midKey)
+	otherRoot := channeltest.IssueCert(t, caTemplate("other root", now.AddDate(-1, 0, 0), now.AddDate(5, 0, 0)), nil, &pki.other.PublicKey, pki.other)
+	otherMid := channeltest.IssueCert(t, caTemplate("paygw test UnionPay intermediate", now.AddDate(-1, 0, 0), now.AddDate(5, 0, 0)), otherRoot, &pki.other.PublicKey, pki.other)
+	otherLeaf := channeltest.IssueCert(t, leafTemplate(testSigningCN, now.AddDate(0, -1, 0), now.AddDate(1, 0, 0)), otherMid, &pki.signKey.PublicKey, pki.other)
+	expired := channeltest.IssueCert(t, leafTemplate(testSigningCN, now.AddDate(-2, 0, 0), now.Add(-time.Second)), pki.mid, &pki.signKey.PublicKey, pki.midKey)
+	notYet := channeltest.IssueCert(t, leafTemplate(testSigningCN, now.Add(time.Hour), now.AddDate(1, 0, 0)), pki.mid, &pki.signKey.PublicKey, pki.midKey)
+	wrongName := channeltest.IssueCert(t, leafTemplate("041@Z12@中国银联股份有限公司分公司@00000002", now.AddDate(0, -1, 0), now.AddDate(1, 0, 0)), pki.mid, &pki.signKey.PublicKey, pki.midKey)
+	bareName := channeltest.IssueCert(t, leafTemplate(SignerName, now.AddDate(0, -1, 0), now.AddDate(1, 0, 0)), pki.mid, &pki.signKey.PublicKey, pki.midKey)
+	testEnv := channeltest.IssueCert(t, leafTemplate("041@Z12@00040000:SIGN@00000062", now.AddDate(0, -1, 0), now.AddDate(1, 0, 0)), pki.mid, &pki.signKey.PublicKey, pki.midKey)
 	twoCNs := leafTemplate("", now.AddDate(0, -1, 0), now.AddDate(1, 0, 0))
 	twoCNs.Subject.ExtraNames = []pkix.AttributeTypeAndValue{
 		{Type: oidCommonName, Value: "041@Z12@某公司@00000002"}, {Type: oidCommonName, Value: testSigningCN},
 	}
-	twoCNCert := issue(t, twoCNs, pki.mid, &pki.signKey.PublicKey, pki.midKey)
+	twoCNCert := channeltest.IssueCert(t, twoCNs, pki.mid, &pki.signKey.PublicKey, pki.midKey)
 	ecKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ecLeaf := issue(t, leafTemplate(testSigningCN, now.AddDate(0, -1, 0), now.AddDate(1, 0, 0)), pki.mid, &ecKey.PublicKey, pki.midKey)
-	sibling := issue(t, caTemplate("paygw test UnionPay intermediate 2", now.AddDate(-1, 0, 0), now.AddDate(5, 0, 0)), pki.root, &pki.other.PublicKey, pki.rootKey)
+	ecLeaf := channeltest.IssueCert(t, leafTemplate(testSigningCN, now.AddDate(0, -1, 0), now.AddDate(1, 0, 0)), pki.mid, &ecKey.PublicKey, pki.midKey)
+	sibling := channeltest.IssueCert(t, caTemplate("paygw test UnionPay intermediate 2", now.AddDate(-1, 0, 0), now.AddDate(5, 0, 0)), pki.root, &pki.other.PublicKey, pki.rootKey)
 
 	byCert := func(c *x509.Certificate) string {
 		return signUnionPay(t, pki.signKey, pemOf(c), unionPayFields(), true)
@@ -297,15 +270,15 @@ func TestUnionPayVerify(t *testing.T) {
 		"other txnType":               {body: valid(param{"txnType", "71"}), kind: payment.KindOther},
 		"unknown extra field signed":  {body: valid(param{"reqReserved", "x=1"}), kind: payment.KindPaid},
 		"empty field signed":          {body: valid(param{"reqReserved", ""}), kind: payment.KindPaid},
-		"tampered txnAmt":             {body: strings.Replace(vectors["paid"].body, "txnAmt=8888", "txnAmt=1", 1), err: channels.ErrBadSignature, reason: "does not match"},
-		"tampered orderId":            {body: strings.Replace(vectors["paid"].body, "orderId=T20240501001", "orderId=T20240501009", 1), err: channels.ErrBadSignature, reason: "does not match"},
-		"added empty field":           {body: vectors["paid"].body + "&reqReserved=", kind: payment.KindPaid}, // signed without empty fields: the demo receivers' convention
+		"tampered txnAmt":             {body: strings.Replace(vectors["paid"].Body, "txnAmt=8888", "txnAmt=1", 1), err: channels.ErrBadSignature, reason: "does not match"},
+		"tampered orderId":            {body: strings.Replace(vectors["paid"].Body, "orderId=T20240501001", "orderId=T20240501009", 1), err: channels.ErrBadSignature, reason: "does not match"},
+		"added empty field":           {body: vectors["paid"].Body + "&reqReserved=", kind: payment.KindPaid}, // signed without empty fields: the demo receivers' convention
 		"single hash":                 {body: signUnionPay(t, pki.signKey, signPEM, unionPayFields(), false), err: channels.ErrBadSignature, reason: "does not match"},
 		"signed by another key":       {body: signUnionPay(t, pki.other, signPEM, unionPayFields(), true), err: channels.ErrBadSignature, reason: "does not match"},
 		"another chain":               {body: byCert(otherLeaf), err: channels.ErrBadSignature, reason: "certificate does not chain"},
 		"expired":                     {body: byCert(expired), err: channels.ErrBadSignature, reason: "certificate expired"},
 		"not yet valid":               {body: byCert(notYet), err: channels.ErrBadSignature, reason: "certificate not yet valid"},
-		"vector after expiry":         {body: vectors["paid"].body, now: pki.sign.NotAfter.Add(time.Second), err: channels.ErrBadSignature, reason: "certificate expired"},
+		"vector after expiry":         {body: vectors["paid"].Body, now: pki.sign.NotAfter.Add(time.Second), err: channels.ErrBadSignature, reason: "certificate expired"},
 		"wrong signer name":           {body: byCert(wrongName), err: channels.ErrBadSignature, reason: "signer name"},
 		"CN without @ parts":          {body: byCert(bareName), err: channels.ErrBadSignature, reason: "signer name"},
 		"two CNs":                     {body: byCert(twoCNCert), err: channels.ErrBadSignature, reason: "signer name"},
@@ -316,13 +289,13 @@ func TestUnionPayVerify(t *testing.T) {
 		"ECDSA certificate":           {body: byCert(ecLeaf), err: channels.ErrBadSignature, reason: "not RSA"},
 		"intermediate as signer":      {body: byCert(pki.mid), err: channels.ErrBadSignature, reason: "signer name"},
 		"wrong merId":                 {body: valid(param{"merId", "777290058110049"}), err: channels.ErrNotOurs},
-		"duplicate field":             {body: vectors["paid"].body + "&txnAmt=1", err: channels.ErrMalformed},
+		"duplicate field":             {body: vectors["paid"].Body + "&txnAmt=1", err: channels.ErrMalformed},
 		"empty body":                  {body: "", err: channels.ErrMalformed},
 		"version 5.0.0":               {body: valid(param{"version", "5.0.0"}), err: channels.ErrUnsupported},
 		"signMethod 11":               {body: valid(param{"signMethod", "11"}), err: channels.ErrUnsupported},
 		"encoding GBK":                {body: valid(param{"encoding", "GBK"}), err: channels.ErrUnsupported},
-		"signature missing":           {body: strings.Split(vectors["paid"].body, "&signature=")[0], err: channels.ErrBadSignature, reason: "signature missing"},
-		"signature not base64":        {body: strings.Split(vectors["paid"].body, "&signature=")[0] + "&signature=%25%25", err: channels.ErrBadSignature, reason: "not base64"},
+		"signature missing":           {body: strings.Split(vectors["paid"].Body, "&signature=")[0], err: channels.ErrBadSignature, reason: "signature missing"},
+		"signature not base64":        {body: strings.Split(vectors["paid"].Body, "&signature=")[0] + "&signature=%25%25", err: channels.ErrBadSignature, reason: "not base64"},
 		"certificate missing":         {body: signUnionPay(t, pki.signKey, "", unionPayFields(), true), err: channels.ErrBadSignature, reason: "signPubKeyCert missing"},
 		"certificate not PEM":         {body: signUnionPay(t, pki.signKey, "MIIB", unionPayFields(), true), err: channels.ErrBadSignature, reason: "not PEM"},
 		"two certificates":            {body: signUnionPay(t, pki.signKey, signPEM+pemOf(pki.mid), unionPayFields(), true), err: channels.ErrBadSignature, reason: "data after"},
@@ -490,8 +463,8 @@ func TestUnionPayRefund(t *testing.T) {
 func TestNewUnionPay(t *testing.T) {
 	pki := testUnionPayPKI(t)
 	now := pki.now
-	leafAsCA := issue(t, leafTemplate("leaf", now.AddDate(-1, 0, 0), now.AddDate(1, 0, 0)), pki.root, &pki.other.PublicKey, pki.rootKey)
-	foreignMid := issue(t, caTemplate("foreign intermediate", now.AddDate(-1, 0, 0), now.AddDate(1, 0, 0)), nil, &pki.other.PublicKey, pki.other)
+	leafAsCA := channeltest.IssueCert(t, leafTemplate("leaf", now.AddDate(-1, 0, 0), now.AddDate(1, 0, 0)), pki.root, &pki.other.PublicKey, pki.rootKey)
+	foreignMid := channeltest.IssueCert(t, caTemplate("foreign intermediate", now.AddDate(-1, 0, 0), now.AddDate(1, 0, 0)), nil, &pki.other.PublicKey, pki.other)
 
 	tests := map[string]struct {
 		edit func(*Config)

@@ -75,11 +75,7 @@ func (w *wechatBills) DownloadBill(ctx context.Context, day time.Time) (*channel
 	var apiErr *core.APIError
 	switch {
 	case got.Status == 0:
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return nil, fmt.Errorf("%w: wechatpay: %w", channels.ErrQueryFailed, err)
+		return nil, fmt.Errorf("%w: wechatpay: %w", channels.ErrQueryFailed, channels.URLCause(err))
 	case errors.As(err, &apiErr):
 		// Not 2xx: the SDK checked no signature. A refusal is believed only once verified.
 		if err := w.v.verifyResponse(got.Header, got.Body, time.Now()); err != nil {
@@ -179,26 +175,7 @@ func (w *wechatBills) download(ctx context.Context, day time.Time, link string) 
 	}
 	req.Header.Set("Authorization", authz)
 	req.Header.Set("Accept", "*/*")
-	resp, err := w.hc.Do(req)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // the URL carries a download token
-		}
-		return nil, fmt.Errorf("%w: wechatpay: downloading the bill: %w", channels.ErrQueryFailed, err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%w: wechatpay: downloading the bill: HTTP %d", channels.ErrQueryFailed, resp.StatusCode)
-	}
-	b, err := channels.SpoolBill("wechatpay", bills.FormatWeChat, day, resp.Body)
-	switch {
-	case errors.Is(err, channels.ErrBillTooLarge):
-		return nil, fmt.Errorf("%w: wechatpay: the bill is %w", channels.ErrMalformed, err)
-	case err != nil:
-		return nil, fmt.Errorf("%w: wechatpay: downloading the bill: %w", channels.ErrQueryFailed, err)
-	}
-	return b, nil
+	return channels.FetchBill(w.hc, req, "wechatpay", "bill", bills.FormatWeChat, day)
 }
 
 // checkWeChatBillHash compares the SHA1 of the decompressed bill with the stated one. The bill

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"slices"
 	"sync"
 	"time"
@@ -272,11 +271,8 @@ func (r *Certificates) download(ctx context.Context) ([]string, error) {
 	var apiErr *core.APIError
 	switch {
 	case got.Status == 0 && err != nil:
-		var ue *url.Error // names the SDK's host, not the one asked: keep only its cause
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return nil, fmt.Errorf("%w: "+p+"%w", channels.ErrQueryFailed, err)
+		// The url.Error names the SDK's host, not the one asked: keep only its cause.
+		return nil, fmt.Errorf("%w: "+p+"%w", channels.ErrQueryFailed, channels.URLCause(err))
 	case errors.As(err, &apiErr):
 		return nil, fmt.Errorf("%w: "+p+"HTTP %d", channels.ErrQueryFailed, got.Status)
 	case errors.Is(err, channels.ErrBadSignature) || errors.Is(err, channels.ErrMalformed):

@@ -131,11 +131,7 @@ func (q *Querier) QueryTrade(ctx context.Context, tq channels.TradeQuery) (chann
 	switch {
 	case got.Status == 0:
 		// The client's url.Error names the SDK's host, not the one asked: keep only its cause.
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return channels.TradeAnswer{}, fmt.Errorf("%w: wechatpay: %w", channels.ErrQueryFailed, err)
+		return channels.TradeAnswer{}, fmt.Errorf("%w: wechatpay: %w", channels.ErrQueryFailed, channels.URLCause(err))
 	case errors.As(err, &apiErr) && got.Status == http.StatusNotFound:
 		// The SDK checks no signature on a non-2xx response: this is done here.
 		if err := q.v.verifyResponse(got.Header, got.Body, time.Now()); err != nil {

@@ -2,6 +2,7 @@ package wechatpay
 
 import (
 	"bytes"
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -72,7 +73,7 @@ func wechatRSAKey(tb testing.TB) *rsa.PrivateKey {
 	return k
 }
 
-func wechatSelfSigned(tb testing.TB, key any, serial *big.Int, cn string) *x509.Certificate {
+func wechatSelfSigned(tb testing.TB, key crypto.Signer, serial *big.Int, cn string) *x509.Certificate {
 	tb.Helper()
 	tmpl := &x509.Certificate{
 		SerialNumber: serial,
@@ -81,22 +82,7 @@ func wechatSelfSigned(tb testing.TB, key any, serial *big.Int, cn string) *x509.
 		NotAfter:     time.Now().Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 	}
-	var pub any
-	switch k := key.(type) {
-	case *rsa.PrivateKey:
-		pub = &k.PublicKey
-	case *ecdsa.PrivateKey:
-		pub = &k.PublicKey
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, pub, key)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return cert
+	return channeltest.IssueCert(tb, tmpl, nil, key.Public(), key)
 }
 
 type wechatMode int

@@ -20,23 +20,14 @@ openssl rsa -in alipay_key.pem -RSAPublicKey_out -out alipay_pub_pkcs1.pem 2>/de
 # What the Alipay console shows: the bare base64 of the PKIX DER, on one line.
 grep -v -- '-----' alipay_pub.pem | tr -d '\n' > alipay_pub.txt
 
-urlencode() {
-	local s=$1 out='' c i
-	for ((i = 0; i < ${#s}; i++)); do
-		c=${s:i:1}
-		case $c in
-		[A-Za-z0-9._~-]) out+=$c ;;
-		*) out+=$(printf '%%%02X' "'$c") ;;
-		esac
-	done
-	printf '%s' "$out"
-}
+# urlencode, form_pairs
+. ../../internal/channeltest/form.sh
 
 # vector NAME SIGN_TYPE DIGEST [CHARSET] < key=value lines (any order; a line "k=" is an empty value)
 # With CHARSET (e.g. GBK) the values are converted to it with iconv, then signed and sent as those
 # bytes, as Alipay does; the signed string in the file stays UTF-8 for reading.
 vector() {
-	local name=$1 sign_type=$2 digest=$3 charset=${4:-} params signed sign body='' line k v
+	local name=$1 sign_type=$2 digest=$3 charset=${4:-} params signed sign body
 	params=$(cat)
 	signed=$(printf '%s\n' "$params" | grep -v '^[^=]*=$' | sort -t= -k1,1 | paste -sd'&' -)
 	if [ -n "$charset" ]; then
@@ -45,10 +36,7 @@ vector() {
 	else
 		sign=$(printf '%s' "$signed" | openssl dgst "-$digest" -sign alipay_key.pem | base64 -w0)
 	fi
-	while IFS= read -r line; do
-		k=${line%%=*} v=${line#*=}
-		body+="$(urlencode "$k")=$(urlencode "$v")&"
-	done <<<"$params"
+	body=$(form_pairs <<<"$params")
 	body+="sign=$(urlencode "$sign")&sign_type=$sign_type"
 	printf '%s\t%s\t%s\n' "$name" "$signed" "$body"
 }

@@ -6,6 +6,7 @@ package channeltest
 import (
 	"bytes"
 	"context"
+	"crypto"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
@@ -13,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -70,13 +72,7 @@ func newSandbox(build func(s *Sandbox) error) (*Sandbox, error) {
 	}
 	defer os.RemoveAll(dir)
 	s := &Sandbox{Channels: map[string]channels.Channel{}, Queriers: map[string]channels.Querier{}}
-	if s.Man, err = simulate.WriteKeys(dir, time.Now()); err != nil {
-		return nil, err
-	}
-	if s.Signers, err = simulate.LoadSigners(dir); err != nil {
-		return nil, err
-	}
-	if s.Fake, err = simulate.NewFake(dir, ""); err != nil {
+	if s.Man, s.Signers, s.Fake, err = NewKeys(dir, time.Now()); err != nil {
 		return nil, err
 	}
 	srv := httptest.NewServer(s.Fake.Handler()) // lives as long as the test binary
@@ -101,6 +97,44 @@ func newSandbox(build func(s *Sandbox) error) (*Sandbox, error) {
 		}
 	}
 	return s, build(s)
+}
+
+// NewKeys writes a new set of sandbox keys, valid from now, into dir, and loads the simulator's
+// signers for them and the fake channel holding them.
+func NewKeys(dir string, now time.Time) (simulate.Manifest, map[string]simulate.Signer, *simulate.Fake, error) {
+	man, err := simulate.WriteKeys(dir, now)
+	if err != nil {
+		return simulate.Manifest{}, nil, nil, err
+	}
+	signers, err := simulate.LoadSigners(dir)
+	if err != nil {
+		return simulate.Manifest{}, nil, nil, err
+	}
+	fake, err := simulate.NewFake(dir, "")
+	if err != nil {
+		return simulate.Manifest{}, nil, nil, err
+	}
+	return man, signers, fake, nil
+}
+
+// LoadConfig is the gateway configuration man's channels.yaml loads to, with env set.
+func LoadConfig(tb testing.TB, man simulate.Manifest, env ...string) *config.Config {
+	tb.Helper()
+	cfg, err := config.Load(man.ConfigPath, env)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return cfg
+}
+
+// LoadSigners is the simulator's signers for the sandbox keys in dir.
+func LoadSigners(tb testing.TB, dir string) map[string]simulate.Signer {
+	tb.Helper()
+	signers, err := simulate.LoadSigners(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return signers
 }
 
 // tradeSeq makes every test's trade_no its own: the fake's store is shared.
@@ -294,6 +328,57 @@ func ReadVectors(tb testing.TB, name string, fields int) [][]string {
 	return vectors
 }
 
+// FormVector is one line of a form-signing channel's testdata vectors file, made with openssl by
+// its make_*_vectors.sh, not by the code under test: what was signed (Alipay's signed string,
+// UnionPay's hex SHA-256 of it) and the signed form body.
+type FormVector struct{ Signed, Body string }
+
+// ReadFormVectors is the vectors of testdata/name (name<TAB>signed<TAB>body) by name.
+func ReadFormVectors(tb testing.TB, name string) map[string]FormVector {
+	tb.Helper()
+	vectors := make(map[string]FormVector)
+	for _, f := range ReadVectors(tb, name, 3) {
+		vectors[f[0]] = FormVector{Signed: f[1], Body: f[2]}
+	}
+	return vectors
+}
+
+// SeedForms adds the vectors' bodies, then extra, to f's corpus, and returns the vectors'
+// bodies: the seeds a Verify fuzz target expects to verify (VerifiedSeeds).
+func SeedForms(f *testing.F, vectors map[string]FormVector, extra ...string) [][]byte {
+	f.Helper()
+	var signed [][]byte
+	for _, v := range vectors {
+		f.Add([]byte(v.Body))
+		signed = append(signed, []byte(v.Body))
+	}
+	for _, s := range extra {
+		f.Add([]byte(s))
+	}
+	return signed
+}
+
+// IssueCert makes a certificate from tmpl for pub, signed by parentKey as parent (self-signed
+// when parent is nil), with a serial from the clock when tmpl has none.
+func IssueCert(tb testing.TB, tmpl, parent *x509.Certificate, pub any, parentKey crypto.Signer) *x509.Certificate {
+	tb.Helper()
+	if tmpl.SerialNumber == nil {
+		tmpl.SerialNumber = big.NewInt(time.Now().UnixNano())
+	}
+	if parent == nil {
+		parent = tmpl
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, pub, parentKey)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c
+}
+
 // ReadPrivateKey reads the PKCS#8 RSA key testdata/name.
 func ReadPrivateKey(tb testing.TB, name string) *rsa.PrivateKey {
 	tb.Helper()
@@ -321,6 +406,39 @@ func AssertEvent(t *testing.T, got, want payment.Event) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("event\n got %+v\nwant %+v", got, want)
 	}
+}
+
+// WantVerify fails t unless Verify's ev and err for body are what a table wants: with want nil,
+// an event carrying body, a trade_no and a notify id; otherwise an error wrapping want and the
+// zero event. It reports whether an error was wanted, so that the caller goes on to its text.
+func WantVerify(t *testing.T, body string, ev payment.Event, err, want error) bool {
+	t.Helper()
+	if want == nil {
+		if err != nil {
+			t.Fatalf("Verify: %v", err)
+		}
+		if ev.TradeNo == "" || ev.NotifyID == "" || !bytes.Equal(ev.Raw, []byte(body)) {
+			t.Errorf("incomplete event %+v", ev)
+		}
+		return false
+	}
+	if !errors.Is(err, want) {
+		t.Fatalf("Verify error = %v, want %v", err, want)
+	}
+	if !reflect.DeepEqual(ev, payment.Event{}) {
+		t.Errorf("event %+v returned with an error", ev)
+	}
+	return true
+}
+
+// Refused reports whether a parser refused its input (err is not nil), and fails t unless such a
+// refusal wraps channels.ErrMalformed, as a refusal of outside input must; what names the parser.
+func Refused(t *testing.T, err error, what string) bool {
+	t.Helper()
+	if err != nil && !errors.Is(err, channels.ErrMalformed) {
+		t.Fatalf("%s error %v does not wrap channels.ErrMalformed", what, err)
+	}
+	return err != nil
 }
 
 // IsSentinel reports whether err is one of the package's refusals, as every error from outside

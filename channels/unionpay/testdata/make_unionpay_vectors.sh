@@ -32,31 +32,19 @@ if [ ! -f unionpay_sign.pem ]; then
 		-set_serial 3 -days 35000 -extfile "$tmp/leaf.ext" -out unionpay_sign.pem 2>/dev/null
 fi
 
-urlencode() {
-	local s=$1 out='' c i
-	for ((i = 0; i < ${#s}; i++)); do
-		c=${s:i:1}
-		case $c in
-		[A-Za-z0-9._~-]) out+=$c ;;
-		*) out+=$(printf '%%%02X' "'$c") ;;
-		esac
-	done
-	printf '%s' "$out"
-}
+# urlencode, form_pairs
+. ../../internal/channeltest/form.sh
 
 # vector NAME CERT < key=value lines (any order; one line each, "k=" is an empty value)
 # The certificate is added as signPubKeyCert; it holds line breaks, so it joins after sorting.
 vector() {
-	local name=$1 cert=$2 params signed hex sig body='' line k v
+	local name=$1 cert=$2 params signed hex sig body
 	params=$(cat)
 	signed=$(printf '%s\nsignPubKeyCert=@CERT@\n' "$params" | sort -t= -k1,1 | paste -sd'&' -)
 	signed=${signed/@CERT@/$cert}
 	hex=$(printf '%s' "$signed" | openssl dgst -sha256 -r | cut -c1-64)
 	sig=$(printf '%s' "$hex" | openssl dgst -sha256 -sign unionpay_sign_key.pem | base64 -w0)
-	while IFS= read -r line; do
-		k=${line%%=*} v=${line#*=}
-		body+="$(urlencode "$k")=$(urlencode "$v")&"
-	done <<<"$params"
+	body=$(form_pairs <<<"$params")
 	body+="signPubKeyCert=$(urlencode "$cert")&signature=$(urlencode "$sig")"
 	printf '%s\t%s\t%s\n' "$name" "$hex" "$body"
 }
