@@ -17,9 +17,10 @@ import (
 
 // consumer is the example running in-process (run, as main calls it) on a fresh database.
 type consumer struct {
-	url string
-	dsn string
-	key webhook.Secret
+	url    string
+	dsn    string
+	key    webhook.Secret
+	client *http.Client
 }
 
 func startConsumer(t *testing.T) consumer {
@@ -28,10 +29,15 @@ func startConsumer(t *testing.T) consumer {
 	dsn := testenv.EmptyDatabase(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	ready, done := make(chan string, 1), make(chan error, 1)
+	// The test's own transport: under 32 concurrent requests it may dial a connection it never
+	// sends on, and the server's Shutdown waits 5 s for such a new connection unless the client
+	// closes it first.
+	client := &http.Client{Transport: &http.Transport{}}
 	go func() {
 		done <- run(ctx, []string{"--addr", "127.0.0.1:0", "--dsn", dsn, "--secrets", secret}, io.Discard, ready)
 	}()
 	t.Cleanup(func() {
+		client.CloseIdleConnections()
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("run: %v", err)
@@ -39,7 +45,7 @@ func startConsumer(t *testing.T) consumer {
 	})
 	select {
 	case addr := <-ready:
-		return consumer{url: "http://" + addr + "/webhooks", dsn: dsn, key: webhook.MustParseSecret(secret)}
+		return consumer{url: "http://" + addr + "/webhooks", dsn: dsn, key: webhook.MustParseSecret(secret), client: client}
 	case err := <-done:
 		t.Fatalf("run: %v", err)
 	}
@@ -65,7 +71,7 @@ func (c consumer) deliver(t *testing.T, id string, ts time.Time, body []byte, ke
 	}
 	req.Header = webhook.Headers(id, ts, body, keys...)
 	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
+	res, err := c.client.Do(req)
 	if err != nil {
 		t.Error(err)
 		return 0
