@@ -153,14 +153,10 @@ func (c *chaos) redisKill(ctx context.Context) (*figures, error) {
 		}
 		wait := c.createsDuring(ctx, f, "redis")
 		sleep(ctx, 1500*time.Millisecond)
-		back := answering(ctx, 60*time.Second, c.redisPing)
 		tStart = time.Now()
-		if err := c.svc.up(ctx); err != nil {
-			return t0, err
-		}
-		tUp = <-back
-		wait()
-		return t0, nil
+		var err error
+		tUp, err = c.restart(ctx, 60*time.Second, c.redisPing, wait)
+		return t0, err
 	})
 	if err != nil {
 		return nil, err
@@ -180,6 +176,19 @@ func (c *chaos) redisKill(ctx context.Context) (*figures, error) {
 		f.recover = ms(green.Sub(tStart))
 	}
 	return f, nil
+}
+
+// restart starts the killed service again (services.sh up) while probe is polled, then waits
+// for the fault's creates (wait) and returns when probe first answered: zero if not within
+// limit. When services.sh fails, it returns at once.
+func (c *chaos) restart(ctx context.Context, limit time.Duration, probe func(context.Context) error, wait func()) (time.Time, error) {
+	back := answering(ctx, limit, probe)
+	if err := c.svc.up(ctx); err != nil {
+		return time.Time{}, err
+	}
+	tUp := <-back
+	wait()
+	return tUp, nil
 }
 
 // waitSpan waits (at most 20 s) for the readiness to go bad and come back good after t.
@@ -311,13 +320,9 @@ func (c *chaos) mariadbRestart(ctx context.Context) (*figures, error) {
 			return t0, err
 		}
 		tDown = time.Now()
-		back := answering(ctx, 90*time.Second, c.mysqlPing)
-		if err := c.svc.up(ctx); err != nil {
-			return t0, err
-		}
-		tUp = <-back
-		wait()
-		return t0, nil
+		var err error
+		tUp, err = c.restart(ctx, 90*time.Second, c.mysqlPing, wait)
+		return t0, err
 	})
 	if err != nil {
 		return nil, err
