@@ -96,10 +96,12 @@ func (c *csvRecords) next(what string) ([]string, int, error) {
 
 // headedRecords reads the records of a file whose first record is its header. Once it fails
 // (the file is empty, the header is bad, the input cannot be read, or io.EOF) it returns that
-// error from then on; a row that csv cannot parse is a *LineError, and reading goes on past it.
+// error from then on; a row that csv cannot parse, or whose fields the header does not count,
+// is a *LineError, and reading goes on past it.
 type headedRecords struct {
 	rs     *csvRecords
 	header bool
+	n      int // the header's fields
 	err    error
 }
 
@@ -127,8 +129,11 @@ func (h *headedRecords) next(what string, readHeader func(rec []string) error) (
 		}
 		if !h.header {
 			h.err = readHeader(rec)
-			h.header = true
+			h.header, h.n = true, len(rec)
 			continue
+		}
+		if len(rec) != h.n {
+			return nil, no, lineErr(no, "%d fields, the header has %d", len(rec), h.n)
 		}
 		return rec, no, nil
 	}

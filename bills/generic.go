@@ -35,7 +35,6 @@ import (
 // The format states no summary.
 type CSV struct {
 	rows headedRecords
-	n    int
 	col  csvColumns
 }
 
@@ -75,14 +74,10 @@ func (c *CSV) readHeader(rec []string) error {
 		refundID: cols.opt("refund_id"),
 		fee:      cols.opt("fee_fen"),
 	}
-	c.n = len(rec)
 	return err
 }
 
 func (c *CSV) row(no int, f []string) (l Line, err error) {
-	if len(f) != c.n {
-		return Line{}, lineErr(no, "%d fields, the header has %d", len(f), c.n)
-	}
 	col := c.col
 	switch k := strings.TrimSpace(f[col.kind]); k {
 	case "PAY":
