@@ -11,6 +11,7 @@ package dashboard
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 
 	"github.com/grafana/grafana-foundation-sdk/go/cog"
 	"github.com/grafana/grafana-foundation-sdk/go/common"
@@ -42,6 +43,38 @@ type target struct {
 	legend string
 }
 
+// rate is the per-second rate of series over Grafana's range for it (RateInterval).
+func rate(series string) string { return "rate(" + series + "[" + RateInterval + "])" }
+
+// aggregate is one target: op (sum, max, ...) of expr by labels, each series named by its labels'
+// values.
+func aggregate(op, expr string, labels ...string) []target {
+	legend := make([]string, len(labels))
+	for i, l := range labels {
+		legend[i] = "{{" + l + "}}"
+	}
+	return []target{{
+		expr:   op + " by (" + strings.Join(labels, ", ") + ") (" + expr + ")",
+		legend: strings.Join(legend, " "),
+	}}
+}
+
+// quantiles are two targets, the p50 and the p99 of histogram (its _bucket series) per label, or
+// over all series when label is "".
+func quantiles(histogram, label string) []target {
+	by, legend := "le", ""
+	if label != "" {
+		by, legend = label+", le", "{{"+label+"}} "
+	}
+	q := func(phi, name string) target {
+		return target{
+			expr:   "histogram_quantile(" + phi + ", sum by (" + by + ") (" + rate(histogram+"_bucket") + "))",
+			legend: legend + name,
+		}
+	}
+	return []target{q("0.5", "p50"), q("0.99", "p99")}
+}
+
 type panel struct {
 	title       string
 	description string
@@ -66,52 +99,31 @@ var rows = []row{
 			title:       "Notifications by outcome",
 			description: "Notifications per second by channel and outcome (probes included as outcome PROBE).",
 			unit:        "reqps", stacked: true, width: 12,
-			targets: []target{{
-				expr:   `sum by (channel, outcome) (rate(paygw_notifications_total[` + RateInterval + `]))`,
-				legend: "{{channel}} {{outcome}}",
-			}},
+			targets: aggregate("sum", rate("paygw_notifications_total"), "channel", "outcome"),
 		},
 		{
 			title:       "Anomalies created",
 			description: "Notifications that stored an anomaly, by channel and outcome, over the dashboard's range. Each needs a person: GET /v1/anomalies.",
 			kind:        statPanel, unit: "short", width: 6,
-			targets: []target{{
-				expr:   `sum by (channel, outcome) (increase(paygw_notifications_total{outcome=~"` + anomalyOutcomes + `"}[$__range]))`,
-				legend: "{{channel}} {{outcome}}",
-			}},
+			targets: aggregate("sum", `increase(paygw_notifications_total{outcome=~"`+anomalyOutcomes+`"}[$__range])`, "channel", "outcome"),
 		},
 		{
 			title:       "Retry answers",
 			description: "Notifications answered with a 503 the channel retries (RETRY, UNKNOWN_ORDER).",
 			unit:        "reqps", width: 6,
-			targets: []target{{
-				expr:   `sum by (channel, outcome) (rate(paygw_notifications_total{outcome=~"RETRY|UNKNOWN_ORDER"}[` + RateInterval + `]))`,
-				legend: "{{channel}} {{outcome}}",
-			}},
+			targets: aggregate("sum", rate(`paygw_notifications_total{outcome=~"RETRY|UNKNOWN_ORDER"}`), "channel", "outcome"),
 		},
 		{
 			title:       "Refusals by channel and reason",
 			description: "Verification failures per second. A wrong key shows as bad_signature on one channel; probe is the self-signed probe, refused on purpose.",
 			unit:        "reqps", stacked: true, width: 12,
-			targets: []target{{
-				expr:   `sum by (channel, reason) (rate(paygw_verify_failures_total[` + RateInterval + `]))`,
-				legend: "{{channel}} {{reason}}",
-			}},
+			targets: aggregate("sum", rate("paygw_verify_failures_total"), "channel", "reason"),
 		},
 		{
 			title:       "Notification latency p50 / p99",
 			description: "Time to answer a notification, per channel.",
 			unit:        "s", width: 12,
-			targets: []target{
-				{
-					expr:   `histogram_quantile(0.5, sum by (channel, le) (rate(paygw_notification_duration_seconds_bucket[` + RateInterval + `])))`,
-					legend: "{{channel}} p50",
-				},
-				{
-					expr:   `histogram_quantile(0.99, sum by (channel, le) (rate(paygw_notification_duration_seconds_bucket[` + RateInterval + `])))`,
-					legend: "{{channel}} p99",
-				},
-			},
+			targets: quantiles("paygw_notification_duration_seconds", "channel"),
 		},
 	}},
 	{title: "Apply path", panels: []panel{
@@ -119,34 +131,19 @@ var rows = []row{
 			title:       "Guard results",
 			description: "Redis fast path: guard acquired, held by a twin, Redis down, or answered from a done marker.",
 			unit:        "ops", stacked: true, width: 8,
-			targets: []target{{
-				expr:   `sum by (result) (rate(paygw_guard_total[` + RateInterval + `]))`,
-				legend: "{{result}}",
-			}},
+			targets: aggregate("sum", rate("paygw_guard_total"), "result"),
 		},
 		{
 			title:       "Apply retries",
 			description: "Transactions retried after a deadlock or a lock-wait timeout.",
 			unit:        "ops", width: 8,
-			targets: []target{{
-				expr:   `sum by (reason) (rate(paygw_apply_retries_total[` + RateInterval + `]))`,
-				legend: "{{reason}}",
-			}},
+			targets: aggregate("sum", rate("paygw_apply_retries_total"), "reason"),
 		},
 		{
 			title:       "MySQL transaction p50 / p99",
 			description: "Duration of the apply transactions.",
 			unit:        "s", width: 8,
-			targets: []target{
-				{
-					expr:   `histogram_quantile(0.5, sum by (le) (rate(paygw_db_tx_duration_seconds_bucket[` + RateInterval + `])))`,
-					legend: "p50",
-				},
-				{
-					expr:   `histogram_quantile(0.99, sum by (le) (rate(paygw_db_tx_duration_seconds_bucket[` + RateInterval + `])))`,
-					legend: "p99",
-				},
-			},
+			targets: quantiles("paygw_db_tx_duration_seconds", ""),
 		},
 		{
 			title:       "Group sizes",
@@ -154,13 +151,11 @@ var rows = []row{
 			unit:        "short", width: 24,
 			targets: []target{
 				{
-					expr: `sum(rate(paygw_apply_group_size_sum[` + RateInterval + `])) / sum(rate(paygw_apply_group_size_count[` +
-						RateInterval + `]))`,
+					expr:   `sum(` + rate("paygw_apply_group_size_sum") + `) / sum(` + rate("paygw_apply_group_size_count") + `)`,
 					legend: "payments per apply group",
 				},
 				{
-					expr: `sum(rate(paygw_create_group_size_sum[` + RateInterval + `])) / sum(rate(paygw_create_group_size_count[` +
-						RateInterval + `]))`,
+					expr:   `sum(` + rate("paygw_create_group_size_sum") + `) / sum(` + rate("paygw_create_group_size_count") + `)`,
 					legend: "creates per create group",
 				},
 			},
@@ -173,11 +168,11 @@ var rows = []row{
 			unit:        "ops", width: 12,
 			targets: []target{
 				{
-					expr:   `sum by (result) (rate(paygw_order_creates_total[` + RateInterval + `]))`,
+					expr:   `sum by (result) (` + rate("paygw_order_creates_total") + `)`,
 					legend: "create {{result}}",
 				},
 				{
-					expr:   `sum(rate(paygw_idempotent_replays_total[` + RateInterval + `]))`,
+					expr:   `sum(` + rate("paygw_idempotent_replays_total") + `)`,
 					legend: "replay",
 				},
 			},
@@ -203,19 +198,13 @@ var rows = []row{
 			title:       "Reconcile query answers",
 			description: "The channels' answers to the reconciliation's order queries.",
 			unit:        "ops", stacked: true, width: 8,
-			targets: []target{{
-				expr:   `sum by (channel, answer) (rate(paygw_reconcile_query_total[` + RateInterval + `]))`,
-				legend: "{{channel}} {{answer}}",
-			}},
+			targets: aggregate("sum", rate("paygw_reconcile_query_total"), "channel", "answer"),
 		},
 		{
 			title:       "Open discrepancies",
 			description: "Open discrepancies of the bill results, by channel and class, from the database (PENDING waits for the next day's bill).",
 			kind:        statPanel, unit: "short", width: 8,
-			targets: []target{{
-				expr:   `max by (channel, class) (paygw_reconcile_discrepancies)`,
-				legend: "{{channel}} {{class}}",
-			}},
+			targets: aggregate("max", "paygw_reconcile_discrepancies", "channel", "class"),
 		},
 		{
 			title:       "Since last reconciliation success",
@@ -230,10 +219,7 @@ var rows = []row{
 			title:       "Open anomalies",
 			description: "Anomalies no person has resolved yet, by kind, from the database: GET /v1/anomalies?resolved=false.",
 			kind:        statPanel, unit: "short", width: 12,
-			targets: []target{{
-				expr:   `max by (kind) (paygw_anomalies_open)`,
-				legend: "{{kind}}",
-			}},
+			targets: aggregate("max", "paygw_anomalies_open", "kind"),
 		},
 		{
 			title: "Reopened days",
@@ -251,34 +237,19 @@ var rows = []row{
 			title:       "Webhook deliveries by endpoint and result",
 			description: "POSTs to the merchant's endpoints: delivered, retry (to be tried again), failed (schedule exhausted), disabled (410 Gone).",
 			unit:        "ops", stacked: true, width: 6,
-			targets: []target{{
-				expr:   `sum by (endpoint, result) (rate(paygw_webhook_deliveries_total[` + RateInterval + `]))`,
-				legend: "{{endpoint}} {{result}}",
-			}},
+			targets: aggregate("sum", rate("paygw_webhook_deliveries_total"), "endpoint", "result"),
 		},
 		{
 			title:       "Oldest undelivered event",
 			description: "Age of the oldest event still pending to each endpoint, from the database; the alert fires past 15 min.",
 			kind:        statPanel, unit: "s", width: 4,
-			targets: []target{{
-				expr:   `max by (endpoint) (paygw_webhook_oldest_undelivered_seconds)`,
-				legend: "{{endpoint}}",
-			}},
+			targets: aggregate("max", "paygw_webhook_oldest_undelivered_seconds", "endpoint"),
 		},
 		{
 			title:       "Webhook POST p50 / p99",
 			description: "Time of one POST to an endpoint, answer or not (the client gives up after 10 s).",
 			unit:        "s", width: 6,
-			targets: []target{
-				{
-					expr:   `histogram_quantile(0.5, sum by (endpoint, le) (rate(paygw_webhook_attempt_duration_seconds_bucket[` + RateInterval + `])))`,
-					legend: "{{endpoint}} p50",
-				},
-				{
-					expr:   `histogram_quantile(0.99, sum by (endpoint, le) (rate(paygw_webhook_attempt_duration_seconds_bucket[` + RateInterval + `])))`,
-					legend: "{{endpoint}} p99",
-				},
-			},
+			targets: quantiles("paygw_webhook_attempt_duration_seconds", "endpoint"),
 		},
 		{
 			title:       "Events waiting for their place",
@@ -293,10 +264,7 @@ var rows = []row{
 			title:       "Disabled endpoints",
 			description: "1 for an endpoint disabled after a 410 Gone: its events are not sent, and its backlog reads 0.",
 			kind:        statPanel, unit: "short", width: 4,
-			targets: []target{{
-				expr:   `max by (endpoint) (paygw_webhook_endpoint_disabled)`,
-				legend: "{{endpoint}}",
-			}},
+			targets: aggregate("max", "paygw_webhook_endpoint_disabled", "endpoint"),
 		},
 	}},
 	{title: "Service", panels: []panel{
@@ -314,26 +282,20 @@ var rows = []row{
 			title:       "Build",
 			description: "Running paygw versions and how many instances run each.",
 			kind:        statPanel, unit: "short", width: 6,
-			targets: []target{{
-				expr:   `count by (version) (paygw_build_info)`,
-				legend: "{{version}}",
-			}},
+			targets: aggregate("count", "paygw_build_info", "version"),
 		},
 		{
 			title:       "HTTP requests by route and code",
 			description: "Requests per second on every route, by status code.",
 			unit:        "reqps", stacked: true, width: 12,
-			targets: []target{{
-				expr:   `sum by (route, code) (rate(paygw_http_requests_total[` + RateInterval + `]))`,
-				legend: "{{route}} {{code}}",
-			}},
+			targets: aggregate("sum", rate("paygw_http_requests_total"), "route", "code"),
 		},
 		{
 			title:       "HTTP latency p99 by route",
 			description: "99th percentile of the request duration per route.",
 			unit:        "s", width: 24,
 			targets: []target{{
-				expr:   `histogram_quantile(0.99, sum by (route, le) (rate(paygw_http_request_duration_seconds_bucket[` + RateInterval + `])))`,
+				expr:   `histogram_quantile(0.99, sum by (route, le) (` + rate("paygw_http_request_duration_seconds_bucket") + `))`,
 				legend: "{{route}}",
 			}},
 		},
