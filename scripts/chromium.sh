@@ -4,7 +4,6 @@
 #
 #   scripts/chromium.sh        install if `chromium` is not on PATH; print its path
 set -euo pipefail
-export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 
 NAME=chromium
 # shellcheck source=scripts/lib.sh

@@ -21,8 +21,6 @@
 # node runs, node 1 bootstraps a new cluster (--wsrep-new-cluster), the others join it.
 set -euo pipefail
 
-export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
-
 GALERA_PORT="${GALERA_PORT:-3311}"
 # The other ports follow GALERA_PORT, three apart per SQL port: 3311 -> 4571, 4581, 4591 (the tests'),
 # 3321 -> 4601, 4611, 4621 (make chaos-cluster's). Each can still be set on its own.
@@ -30,13 +28,16 @@ GCOMM_PORT="${GALERA_GCOMM_PORT:-$((4571 + 3 * (GALERA_PORT - 3311)))}"
 IST_PORT="${GALERA_IST_PORT:-$((GCOMM_PORT + 10))}"
 SST_PORT="${GALERA_SST_PORT:-$((GCOMM_PORT + 20))}"
 NODES=3
-HOST=127.0.0.1
 START_TIMEOUT="${GALERA_START_TIMEOUT:-120}"
 PROVIDER=/usr/lib/galera/libgalera_smm.so
 # As root the nodes run as mysql (see above); as anyone else, as that user, who owns everything.
 if [ "$(id -u)" -eq 0 ]; then RUN_USER=mysql; else RUN_USER="$(id -un)"; fi
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
+NAME=galera
+# shellcheck source=scripts/lib.sh
+source "$REPO/scripts/lib.sh"
+
 # The default ports' cluster (the tests') keeps its state in .galera; another set of ports (make
 # chaos-cluster's) in .galera-<port>, so two clusters never share a datadir.
 SUFFIX=
@@ -47,10 +48,6 @@ DIR="$REPO/.galera$SUFFIX"
 if [ "$RUN_USER" != "$(id -un)" ] && ! runuser -u "$RUN_USER" -- test -x "$REPO" 2>/dev/null; then
   DIR="/var/tmp/paygw-galera-$(printf '%s' "$REPO" | cksum | cut -d' ' -f1)$SUFFIX"
 fi
-
-NAME=galera
-# shellcheck source=scripts/lib.sh
-source "$REPO/scripts/lib.sh"
 
 node_dir() { echo "$DIR/node$1"; }
 node_data() { echo "$DIR/node$1/data"; }

@@ -1,8 +1,12 @@
 # shellcheck shell=bash
 # Functions shared by the scripts that run local servers (services.sh, galera.sh,
-# redis-cluster.sh) and install tools (prometheus.sh, chromium.sh). Source it after setting
-# NAME (the log prefix), HOST (the address servers listen on) and START_TIMEOUT (seconds a
-# server has to start or stop).
+# redis-cluster.sh) and install tools (prometheus.sh, chromium.sh). Set NAME (the log prefix)
+# and START_TIMEOUT (seconds a server has to start or stop) before calling them.
+
+# The servers listen on loopback only.
+HOST=127.0.0.1
+# mariadbd, mariadb-install-db and runuser live in /usr/sbin, not always on PATH.
+export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 
 log() { printf '%s: %s\n' "$NAME" "$*" >&2; }
 die() { printf '%s: ERROR: %s\n' "$NAME" "$*" >&2; exit 1; }

@@ -4,7 +4,6 @@
 #
 #   scripts/prometheus.sh        install if `prometheus` is not on PATH; print its path
 set -euo pipefail
-export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 
 NAME=prometheus
 # shellcheck source=scripts/lib.sh

@@ -14,9 +14,7 @@
 set -euo pipefail
 
 BASE="${REDIS_CLUSTER_PORT:-7101}"
-HOST=127.0.0.1
 START_TIMEOUT="${REDIS_CLUSTER_START_TIMEOUT:-30}"
-export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 STATE="$REPO/.redis-cluster"

@@ -18,11 +18,7 @@ set -euo pipefail
 MYSQL_PORT="${MYSQL_PORT:-3306}"
 REDIS_PORT="${REDIS_PORT:-6379}"
 MARIADB_BUFFER_POOL="${MARIADB_BUFFER_POOL:-2G}"
-HOST=127.0.0.1
 START_TIMEOUT="${SERVICES_START_TIMEOUT:-60}"
-
-# mariadbd / mariadb-install-db live in /usr/sbin, not always on PATH.
-export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 SVC="$REPO/.services"
