@@ -20,21 +20,18 @@ var counterNames = []string{
 // counters reads counterNames from SHOW GLOBAL STATUS.
 func (a *admin) counters(ctx context.Context) (map[string]int64, error) {
 	q := "SHOW GLOBAL STATUS WHERE Variable_name IN ('" + strings.Join(counterNames, "', '") + "')"
-	rows, err := a.db.QueryContext(ctx, q)
-	if err != nil {
+	var rows []struct {
+		Name  string `db:"Variable_name"`
+		Value int64  `db:"Value"`
+	}
+	if err := a.db.SelectContext(ctx, &rows, q); err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	out := make(map[string]int64, len(counterNames))
-	for rows.Next() {
-		var name string
-		var v int64
-		if err := rows.Scan(&name, &v); err != nil {
-			return nil, err
-		}
-		out[name] = v
+	out := make(map[string]int64, len(rows))
+	for _, r := range rows {
+		out[r.Name] = r.Value
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // delta is after less before, counter by counter.

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/sha256"
-	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
 
 	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/repository"
@@ -26,7 +26,7 @@ var (
 // admin is the load tool's own connection to MariaDB: databases, the growth table, Questions.
 type admin struct {
 	server string // DSN without a database
-	db     *sql.DB
+	db     *sqlx.DB
 }
 
 func openAdmin(ctx context.Context, serverDSN string) (*admin, error) {
@@ -36,7 +36,7 @@ func openAdmin(ctx context.Context, serverDSN string) (*admin, error) {
 	}
 	cfg.DBName = ""
 	cfg.MultiStatements = false
-	db, err := sql.Open("mysql", cfg.FormatDSN())
+	db, err := sqlx.Open("mysql", cfg.FormatDSN())
 	if err != nil {
 		return nil, err
 	}
