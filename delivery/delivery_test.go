@@ -82,7 +82,7 @@ func TestRetryScheduleExact(t *testing.T) {
 
 // settle waits until no delivery is due at the clock's time: every due POST has been made and
 // recorded.
-func settle(t *testing.T, e *env, clk *clock, names []string, shards int) {
+func settle(t *testing.T, e *env, clk *testenv.Clock, names []string, shards int) {
 	t.Helper()
 	testenv.Until(t, wait, "no delivery due", func() bool {
 		for shard := range shards {

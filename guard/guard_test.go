@@ -258,28 +258,10 @@ func (s *silentRedis) dials(t *testing.T) int {
 	}
 }
 
-// clock is a settable clock for guard.Options.Now.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 func TestSkipInterval(t *testing.T) {
 	ctx := context.Background()
 	redis := newSilentRedis(t)
-	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clk := testenv.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	g := guard.New(guard.Options{Addr: redis.addr, Now: clk.Now}, testenv.Logger(t))
 	t.Cleanup(func() { g.Close() })
 
