@@ -207,3 +207,47 @@ func NotAKeyFile(t *testing.T, secret string) string {
 	}
 	return path
 }
+
+// WantUnreachable asks q, a querier sending to a port where nothing answers (ClosedURL), about
+// tq: the query must fail with channels.ErrQueryFailed. The error is returned for the caller's
+// own checks.
+func WantUnreachable(t *testing.T, q channels.Querier, tq channels.TradeQuery) error {
+	t.Helper()
+	_, err := q.QueryTrade(context.Background(), tq)
+	WantErr(t, err, channels.ErrQueryFailed, "a closed port")
+	return err
+}
+
+// WantTransportFailures runs what the sandbox's signed channels share about transport:
+// unreachable, a querier of channel sending to a closed port, fails (WantUnreachable, whose
+// error it returns); the sandbox's querier fails on a cancelled context (WantCanceled) and
+// refuses badTradeNo, which cannot be one of ours, with channels.ErrMalformed.
+func (s *Sandbox) WantTransportFailures(t *testing.T, channel string, unreachable channels.Querier, badTradeNo string) error {
+	t.Helper()
+	err := WantUnreachable(t, unreachable, channels.TradeQuery{TradeNo: "T1"})
+	WantCanceled(t, s.Queriers[channel], channels.TradeQuery{TradeNo: "T1"})
+	_, bad := s.Queriers[channel].QueryTrade(context.Background(), channels.TradeQuery{TradeNo: badTradeNo})
+	WantErr(t, bad, channels.ErrMalformed, "a trade_no that cannot be ours")
+	return err
+}
+
+// ConfigCase is a querier configuration of type C edited one way, and how the constructor must
+// refuse it (WantConfigRefused).
+type ConfigCase[C any] struct {
+	Edit    func(c *C)
+	NoCreds bool   // refused as channels.ErrNoCredentials
+	Key     string // the configuration key the error names
+}
+
+// RunConfigRefusals runs a subtest a case: good edited as the case says must be refused by
+// build, a querier's constructor, as WantConfigRefused says, never showing secret.
+func RunConfigRefusals[C any](t *testing.T, good C, secret string, build func(C) error, cases map[string]ConfigCase[C]) {
+	t.Helper()
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := good
+			tc.Edit(&c)
+			WantConfigRefused(t, build(c), tc.NoCreds, tc.Key, secret)
+		})
+	}
+}
