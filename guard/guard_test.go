@@ -293,33 +293,24 @@ func TestAcquireConcurrent(t *testing.T) {
 	g := testenv.Guard(t)
 	const n = 50
 	var (
-		wg       sync.WaitGroup
-		start    = make(chan struct{})
 		won      atomic.Int32
 		held     atomic.Int32
 		mu       sync.Mutex
 		unwanted []error
 	)
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			_, err := g.Acquire(ctx, "race", 10*time.Second)
-			switch {
-			case err == nil:
-				won.Add(1)
-			case errors.Is(err, guard.ErrHeld):
-				held.Add(1)
-			default:
-				mu.Lock()
-				unwanted = append(unwanted, err)
-				mu.Unlock()
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
+	testenv.AtOnce(n, func(int) {
+		_, err := g.Acquire(ctx, "race", 10*time.Second)
+		switch {
+		case err == nil:
+			won.Add(1)
+		case errors.Is(err, guard.ErrHeld):
+			held.Add(1)
+		default:
+			mu.Lock()
+			unwanted = append(unwanted, err)
+			mu.Unlock()
+		}
+	})
 	if len(unwanted) > 0 {
 		t.Fatalf("unexpected errors: %v", unwanted)
 	}

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	"github.com/paygw/paygw/channels"
 	"github.com/paygw/paygw/channels/internal/channeltest"
 	"github.com/paygw/paygw/config"
+	"github.com/paygw/paygw/internal/testenv"
 	"github.com/paygw/paygw/simulate"
 )
 
@@ -311,17 +311,8 @@ func TestWeChatCertificatesUnknownSerial(t *testing.T) {
 			trades[i] = channeltest.NewTradeNo("WCC")
 			msgs[i] = s.notify(t, s.rotated, trades[i])
 		}
-		var wg sync.WaitGroup
 		errs := make([]error, n)
-		start := make(chan struct{})
-		for i := range msgs {
-			wg.Go(func() {
-				<-start
-				errs[i] = verifyNotice(w, msgs[i], trades[i])
-			})
-		}
-		close(start)
-		wg.Wait()
+		testenv.AtOnce(n, func(i int) { errs[i] = verifyNotice(w, msgs[i], trades[i]) })
 		for i, err := range errs {
 			if err != nil {
 				t.Errorf("notification %d: %v", i, err)
