@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paygw/paygw/internal/testenv"
 	"github.com/smartwalle/alipay/v3"
 )
 
@@ -203,10 +204,7 @@ func TestFakeAlipayQuery(t *testing.T) {
 		}
 	})
 
-	other, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
+	other := testenv.NewRSAKey(t)
 	refusals := map[string]struct {
 		form    url.Values
 		subCode string

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paygw/paygw/internal/testenv"
 	"github.com/wechatpay-apiv3/wechatpay-go/core"
 	"github.com/wechatpay-apiv3/wechatpay-go/core/option"
 	"github.com/wechatpay-apiv3/wechatpay-go/services/payments/native"
@@ -104,10 +105,7 @@ func TestFakeWeChatPayQuery(t *testing.T) {
 		})
 	}
 
-	other, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
+	other := testenv.NewRSAKey(t)
 	refusals := map[string]struct {
 		uri    string
 		key    *rsa.PrivateKey

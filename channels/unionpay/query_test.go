@@ -3,7 +3,6 @@ package unionpay
 import (
 	"context"
 	"crypto"
-	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha256"
 	"crypto/x509"
@@ -26,6 +25,7 @@ import (
 	"github.com/paygw/paygw/channels"
 	"github.com/paygw/paygw/channels/internal/channeltest"
 	"github.com/paygw/paygw/config"
+	"github.com/paygw/paygw/internal/testenv"
 	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/simulate"
 
@@ -404,10 +404,7 @@ type testMerchantCert struct {
 
 func newTestMerchantCert(t *testing.T) testMerchantCert {
 	t.Helper()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := testenv.NewRSAKey(t)
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "test merchant"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
 	return testMerchantCert{key, channeltest.IssueCert(t, tmpl, nil, &key.PublicKey, key)}

@@ -2,7 +2,6 @@ package wechatpay
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
@@ -98,10 +97,7 @@ func (s *certSandbox) serve(t *testing.T, c testPlatformCert) {
 
 func newTestPlatformCert(t *testing.T, notBefore time.Time) testPlatformCert {
 	t.Helper()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := testenv.NewRSAKey(t)
 	cert, err := simulate.NewWeChatPlatformCertificate(key, notBefore.Add(time.Hour)) // valid from notBefore
 	if err != nil {
 		t.Fatal(err)

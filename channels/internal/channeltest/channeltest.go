@@ -29,6 +29,7 @@ import (
 	"github.com/paygw/paygw/bills"
 	"github.com/paygw/paygw/channels"
 	"github.com/paygw/paygw/config"
+	"github.com/paygw/paygw/internal/testenv"
 	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/simulate"
 )
@@ -205,22 +206,10 @@ func WantErr(t *testing.T, err, sentinel error, what string) {
 	}
 }
 
-var (
-	rsaKeyOnce sync.Once
-	rsaKey     *rsa.PrivateKey
-)
-
 // NewRSAKey is a 2048-bit key that none of the sandbox's parties holds.
 func NewRSAKey(tb testing.TB) *rsa.PrivateKey {
 	tb.Helper()
-	rsaKeyOnce.Do(func() {
-		k, err := rsa.GenerateKey(rand.Reader, 2048)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		rsaKey = k
-	})
-	return rsaKey
+	return testenv.RSAKey(tb, "channeltest: held by no party")
 }
 
 // WriteKeyFile writes key as PEM into a file of the test's own, and returns its path.
