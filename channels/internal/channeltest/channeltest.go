@@ -66,6 +66,21 @@ func Shared(build func(s *Sandbox) error) func(tb testing.TB) *Sandbox {
 	}
 }
 
+// SharedChannel is Shared for the one channel name under test: its verifier made by fromConfig
+// and its querier by newQuerier, from the configuration that cfg picks out, as serve makes them.
+func SharedChannel[C any, V channels.Channel](name string, cfg func(*config.Config) C,
+	fromConfig func(C) (V, error), newQuerier func(C, V, *http.Client) (channels.Querier, error)) func(tb testing.TB) *Sandbox {
+	return Shared(func(s *Sandbox) error {
+		ch, err := fromConfig(cfg(s.Cfg))
+		if err != nil {
+			return err
+		}
+		s.Channels[name] = ch
+		s.Queriers[name], err = newQuerier(cfg(s.Cfg), ch, nil)
+		return err
+	})
+}
+
 func newSandbox(build func(s *Sandbox) error) (*Sandbox, error) {
 	dir, err := os.MkdirTemp("", "paygw-query-")
 	if err != nil {
