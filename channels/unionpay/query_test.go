@@ -217,7 +217,7 @@ func TestUnionPayQuerierFailures(t *testing.T) {
 // time in Beijing).
 func TestUnionPayQuerierRequest(t *testing.T) {
 	e := newUnionPayQueryEnv(t)
-	merchant := readMerchantCertPEM(t, filepath.Join(e.dir, e.man.UnionPay.MerchantCertFile))
+	merchant := channeltest.ReadCertFile(t, filepath.Join(e.dir, e.man.UnionPay.MerchantCertFile))
 	var got url.Values
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -421,19 +421,6 @@ func writeMerchantPFX(t *testing.T, enc *pkcs12.Encoder, mc testMerchantCert, pa
 		t.Fatal(err)
 	}
 	return path
-}
-
-func readMerchantCertPEM(t *testing.T, path string) *x509.Certificate {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certs, err := channels.ParseCertificates(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return certs[0]
 }
 
 // unionPayVerifyWith checks params' signature against cert's key, the ACP 5.1.0 way.

@@ -228,16 +228,7 @@ func TestWeChatCertificatesRotation(t *testing.T) {
 // platformKey reads the fake's platform private key from the sandbox.
 func (s *certSandbox) platformKey(t *testing.T) *rsa.PrivateKey {
 	t.Helper()
-	dir := filepath.Dir(s.cfg.MerchantPrivateKeyFile)
-	b, err := os.ReadFile(filepath.Join(dir, s.man.WeChatPay.PrivateKeyFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := channels.ParseRSAPrivateKey(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return key
+	return channeltest.ReadKeyFile(t, filepath.Join(filepath.Dir(s.cfg.MerchantPrivateKeyFile), s.man.WeChatPay.PrivateKeyFile))
 }
 
 // TestWeChatCertificatesUnknownSerial: a notification with an unknown serial gets one download

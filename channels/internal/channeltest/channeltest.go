@@ -237,6 +237,34 @@ func WriteKeyFile(tb testing.TB, key *rsa.PrivateKey) string {
 	return path
 }
 
+// ReadKeyFile reads the PEM RSA private key at path, as the gateway reads its key files.
+func ReadKeyFile(tb testing.TB, path string) *rsa.PrivateKey {
+	tb.Helper()
+	b, err := os.ReadFile(path) // #nosec G304 -- a test's own key file
+	if err != nil {
+		tb.Fatal(err)
+	}
+	key, err := channels.ParseRSAPrivateKey(b)
+	if err != nil {
+		tb.Fatalf("%s: %v", path, err)
+	}
+	return key
+}
+
+// ReadCertFile reads the one PEM certificate at path.
+func ReadCertFile(tb testing.TB, path string) *x509.Certificate {
+	tb.Helper()
+	b, err := os.ReadFile(path) // #nosec G304 -- a test's own certificate file
+	if err != nil {
+		tb.Fatal(err)
+	}
+	certs, err := channels.ParseCertificates(b)
+	if err != nil || len(certs) != 1 {
+		tb.Fatalf("%s: %d certificates, %v; want one", path, len(certs), err)
+	}
+	return certs[0]
+}
+
 // FixedResponse answers every request with status and body, without a network.
 type FixedResponse struct {
 	Status int
