@@ -134,18 +134,49 @@ func ServeFake(t *testing.T, dir string, now time.Time) (simulate.Manifest, *sim
 	return man, fake, srv
 }
 
-// AddTrade records tr at fake for channel, paid at paidAt unless tr says when.
-func AddTrade(t *testing.T, fake *simulate.Fake, channel string, tr simulate.FakeTrade, paidAt time.Time) simulate.FakeTrade {
+// FakeEnv is the fake channel over HTTP with fresh sandbox keys made at Now, for the tests of
+// one channel that need keys of their own rather than the Shared sandbox.
+type FakeEnv struct {
+	Channel string // as the fake names it
+	Dir     string // the keys and the manifest
+	Man     simulate.Manifest
+	Fake    *simulate.Fake
+	Srv     *httptest.Server
+	Now     time.Time // UTC, to the second
+}
+
+// NewFakeEnv writes the keys and serves the fake until the test ends (ServeFake).
+func NewFakeEnv(t *testing.T, channel string) *FakeEnv {
 	t.Helper()
-	tr.Channel = channel
+	e := &FakeEnv{Channel: channel, Dir: t.TempDir(), Now: time.Now().UTC().Truncate(time.Second)}
+	e.Man, e.Fake, e.Srv = ServeFake(t, e.Dir, e.Now)
+	return e
+}
+
+// Add records tr at the fake for the env's channel, paid at Now unless tr says when.
+func (e *FakeEnv) Add(t *testing.T, tr simulate.FakeTrade) simulate.FakeTrade {
+	t.Helper()
+	tr.Channel = e.Channel
 	if tr.PaidAt.IsZero() {
-		tr.PaidAt = paidAt
+		tr.PaidAt = e.Now
 	}
-	tr, err := fake.Add(context.Background(), tr)
+	tr, err := e.Fake.Add(context.Background(), tr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return tr
+}
+
+// Ask asks q about tq, failing t on an error, and returns the answer and how many times the fake
+// was asked about tq's trade meanwhile.
+func (e *FakeEnv) Ask(t *testing.T, q channels.Querier, tq channels.TradeQuery) (channels.TradeAnswer, int) {
+	t.Helper()
+	before := e.Fake.Asked(e.Channel, tq.TradeNo)
+	a, err := q.QueryTrade(context.Background(), tq)
+	if err != nil {
+		t.Fatalf("QueryTrade: %v", err)
+	}
+	return a, e.Fake.Asked(e.Channel, tq.TradeNo) - before
 }
 
 // AskNew records tr at the fake and asks the querier of its channel about it. It fails t unless
