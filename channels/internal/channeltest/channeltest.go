@@ -240,29 +240,31 @@ func WriteKeyFile(tb testing.TB, key *rsa.PrivateKey) string {
 // ReadKeyFile reads the PEM RSA private key at path, as the gateway reads its key files.
 func ReadKeyFile(tb testing.TB, path string) *rsa.PrivateKey {
 	tb.Helper()
-	b, err := os.ReadFile(path) // #nosec G304 -- a test's own key file
-	if err != nil {
-		tb.Fatal(err)
-	}
-	key, err := channels.ParseRSAPrivateKey(b)
-	if err != nil {
-		tb.Fatalf("%s: %v", path, err)
-	}
-	return key
+	return readFile(tb, path, channels.ParseRSAPrivateKey)
 }
 
 // ReadCertFile reads the one PEM certificate at path.
 func ReadCertFile(tb testing.TB, path string) *x509.Certificate {
 	tb.Helper()
-	b, err := os.ReadFile(path) // #nosec G304 -- a test's own certificate file
+	certs := readFile(tb, path, channels.ParseCertificates)
+	if len(certs) != 1 {
+		tb.Fatalf("%s: %d certificates, want one", path, len(certs))
+	}
+	return certs[0]
+}
+
+// readFile is the file at path as parse reads it, failing tb on an error of either.
+func readFile[T any](tb testing.TB, path string, parse func([]byte) (T, error)) T {
+	tb.Helper()
+	b, err := os.ReadFile(path) // #nosec G304 -- a test's own file
 	if err != nil {
 		tb.Fatal(err)
 	}
-	certs, err := channels.ParseCertificates(b)
-	if err != nil || len(certs) != 1 {
-		tb.Fatalf("%s: %d certificates, %v; want one", path, len(certs), err)
+	v, err := parse(b)
+	if err != nil {
+		tb.Fatalf("%s: %v", path, err)
 	}
-	return certs[0]
+	return v
 }
 
 // FixedResponse answers every request with status and body, without a network.
