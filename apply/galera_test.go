@@ -16,21 +16,12 @@ import (
 // retries reads paygw_apply_retries_total by reason from m.
 func retries(t *testing.T, m *metrics.Metrics) map[string]float64 {
 	t.Helper()
-	families, err := m.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]float64{}
-	for _, f := range families {
-		if f.GetName() != "paygw_apply_retries_total" {
-			continue
+	testenv.Series(t, m, "paygw_apply_retries_total", func(labels map[string]string, v float64) {
+		for _, value := range labels {
+			out[value] += v
 		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				out[l.GetValue()] += m.GetCounter().GetValue()
-			}
-		}
-	}
+	})
 	return out
 }
 
