@@ -51,11 +51,7 @@ func (f *fixture) apply(ev payment.Event, want payment.Outcome) {
 
 func (f *fixture) get(tradeNo string) payment.Order {
 	f.t.Helper()
-	o, err := f.db.GetOrder(context.Background(), tradeNo)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return o
+	return testenv.GetOrder(f.t, f.db, tradeNo)
 }
 
 func (f *fixture) count(query string, args ...any) int {

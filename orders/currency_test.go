@@ -76,11 +76,7 @@ func TestGroupedCreatesWithoutStock(t *testing.T) {
 		{SKU: "", Num: 1, AmountFen: 1234, Currency: "KWD", MerchantOrderID: "M-d"},
 	}
 	for i, res := range results {
-		o, err := f.db.GetOrder(context.Background(), string(res.Body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		w := want[i]
+		o, w := testenv.GetOrder(t, f.db, string(res.Body)), want[i]
 		if o.SKU != w.SKU || o.Num != w.Num || o.AmountFen != w.AmountFen || o.Currency != w.Currency || o.MerchantOrderID != w.MerchantOrderID {
 			t.Errorf("order %d = %+v, want %+v", i, o, w)
 		}

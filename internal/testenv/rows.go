@@ -26,6 +26,16 @@ func InsertOrder(tb testing.TB, db *repository.DB, tradeNo string, fen int64) st
 	return tradeNo
 }
 
+// GetOrder reads the order tradeNo, failing tb when it cannot.
+func GetOrder(tb testing.TB, db *repository.DB, tradeNo string) payment.Order {
+	tb.Helper()
+	o, err := db.GetOrder(context.Background(), tradeNo)
+	if err != nil {
+		tb.Fatalf("order %s: %v", tradeNo, err)
+	}
+	return o
+}
+
 // OldRecords adds n idempotent_record rows of status created age ago (UTC, the database's session
 // zone for paygw), keys prefix-0, prefix-1, ...: what purge finds.
 func OldRecords(tb testing.TB, dsn, prefix string, n, status int, age time.Duration) {
