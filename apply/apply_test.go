@@ -37,17 +37,7 @@ func newFixture(t *testing.T, redisUp bool) *fixture {
 // order inserts a WAIT_PAY order of fen CNY and returns its trade_no.
 func (f *fixture) order(fen int64) string {
 	f.t.Helper()
-	tradeNo := "T" + testenv.Random(8)
-	err := f.db.InTx(context.Background(), func(tx *repository.Tx) error {
-		return tx.InsertOrder(context.Background(), payment.Order{
-			TradeNo: tradeNo, UserID: 1, SKU: "S", Num: 1, AmountFen: fen, Currency: "CNY",
-			CreateTime: time.Now().UTC().Truncate(time.Millisecond),
-		}, "", "", "")
-	})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return tradeNo
+	return testenv.InsertOrder(f.t, f.db, "T"+testenv.Random(8), fen)
 }
 
 // apply applies ev and insists on the outcome.
@@ -61,11 +51,7 @@ func (f *fixture) apply(ev payment.Event, want payment.Outcome) {
 
 func (f *fixture) get(tradeNo string) payment.Order {
 	f.t.Helper()
-	o, err := f.db.GetOrder(context.Background(), tradeNo)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return o
+	return testenv.GetOrder(f.t, f.db, tradeNo)
 }
 
 func (f *fixture) count(query string, args ...any) int {

@@ -53,12 +53,8 @@ func TestCloseClosesTheOrderOnlyWithNoOpenAttempt(t *testing.T) {
 		f := newFixture(t, true)
 		tn := f.order(100)
 		f.apply(closeOf("alipay", tn, "A1", "c1"), payment.OutcomeClosed)
-		if st := f.get(tn).Status; st != payment.OrderClosed {
-			t.Fatalf("order %s", st)
-		}
-		if n := f.count(`SELECT COUNT(*) FROM payment_attempt WHERE trade_no = ?`, tn); n != 0 {
-			t.Fatalf("%d attempts recorded for an order that had none", n)
-		}
+		f.wantOpen(tn, payment.OrderClosed, 0)
+		f.want("attempts recorded for an order that had none", 0, `SELECT COUNT(*) FROM payment_attempt WHERE trade_no = ?`, tn)
 	})
 	t.Run("two channels: the first close is journalled, the second closes", func(t *testing.T) {
 		f := newFixture(t, true)
@@ -81,9 +77,7 @@ func TestCloseClosesTheOrderOnlyWithNoOpenAttempt(t *testing.T) {
 		if o := f.get(tn); o.Status != payment.OrderPaid || o.ChannelTxnID != "A1" {
 			t.Fatalf("order %s by %s, want PAID by A1", o.Status, o.ChannelTxnID)
 		}
-		if n := f.count(`SELECT COUNT(*) FROM anomaly`); n != 0 {
-			t.Fatalf("%d anomalies, want none", n)
-		}
+		f.want("anomalies", 0, `SELECT COUNT(*) FROM anomaly`)
 	})
 	t.Run("a close from a channel the order has no attempt on", func(t *testing.T) {
 		f := newFixture(t, true)
@@ -91,9 +85,8 @@ func TestCloseClosesTheOrderOnlyWithNoOpenAttempt(t *testing.T) {
 		f.attempts(tn, [2]string{"unionpay", "20240501120000"})
 		f.apply(closeOf("alipay", tn, "A1", "c1"), payment.OutcomeJournalled)
 		f.wantOpen(tn, payment.OrderWaitPay, 1) // the UnionPay attempt
-		if n := f.count(`SELECT COUNT(*) FROM payment_attempt WHERE trade_no = ? AND channel = 'alipay' AND implicit = 1 AND closed_time IS NOT NULL`, tn); n != 1 {
-			t.Fatalf("the close is not recorded as a closed Alipay attempt (%d)", n)
-		}
+		f.want("the close recorded as a closed Alipay attempt", 1,
+			`SELECT COUNT(*) FROM payment_attempt WHERE trade_no = ? AND channel = 'alipay' AND implicit = 1 AND closed_time IS NOT NULL`, tn)
 	})
 	t.Run("Stripe closes the PaymentIntent it names", func(t *testing.T) {
 		f := newFixture(t, true)

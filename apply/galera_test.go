@@ -3,7 +3,6 @@ package apply_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,21 +16,12 @@ import (
 // retries reads paygw_apply_retries_total by reason from m.
 func retries(t *testing.T, m *metrics.Metrics) map[string]float64 {
 	t.Helper()
-	families, err := m.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]float64{}
-	for _, f := range families {
-		if f.GetName() != "paygw_apply_retries_total" {
-			continue
+	testenv.Series(t, m, "paygw_apply_retries_total", func(labels map[string]string, v float64) {
+		for _, value := range labels {
+			out[value] += v
 		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				out[l.GetValue()] += m.GetCounter().GetValue()
-			}
-		}
-	}
+	})
 	return out
 }
 
@@ -62,16 +52,7 @@ func TestGaleraTwinsOnTwoNodes(t *testing.T) {
 	const events = 100
 	trades := make([]string, events)
 	for i := range trades {
-		trades[i] = "G" + testenv.Random(8)
-		err := dbs[2].InTx(ctx, func(tx *repository.Tx) error {
-			return tx.InsertOrder(ctx, payment.Order{
-				TradeNo: trades[i], UserID: 1, SKU: "S", Num: 1, AmountFen: 100, Currency: "CNY",
-				CreateTime: time.Now().UTC().Truncate(time.Millisecond),
-			}, "", "", "")
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		trades[i] = testenv.InsertOrder(t, dbs[2], "G"+testenv.Random(8), 100)
 	}
 	for _, dsn := range dsns[:2] { // both writers' nodes have every order before the race
 		if n := testenv.Count(t, dsn, "SET STATEMENT wsrep_sync_wait=1 FOR SELECT COUNT(*) FROM orders"); n != events {
@@ -84,20 +65,9 @@ func TestGaleraTwinsOnTwoNodes(t *testing.T) {
 	start := time.Now()
 	for i, tradeNo := range trades {
 		ev := paid(tradeNo, fmt.Sprintf("g%02d-%s", i, tradeNo), 100)
-		var wg sync.WaitGroup
-		go1 := make(chan struct{})
 		outcomes := make([]payment.Outcome, len(appliers))
 		errs := make([]error, len(appliers))
-		for k, a := range appliers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-go1
-				outcomes[k], errs[k] = a.Apply(ctx, ev)
-			}()
-		}
-		close(go1)
-		wg.Wait()
+		testenv.AtOnce(len(appliers), func(k int) { outcomes[k], errs[k] = appliers[k].Apply(ctx, ev) })
 		for k, err := range errs {
 			if err != nil {
 				t.Fatalf("event %d on node %d: %v", i, k+1, err)
@@ -157,18 +127,7 @@ func TestGaleraLeaseOneHolder(t *testing.T) {
 		holders := []string{fmt.Sprintf("a%d", r), fmt.Sprintf("b%d", r)}
 		ok := make([]bool, 2)
 		errs := make([]error, 2)
-		var wg sync.WaitGroup
-		go1 := make(chan struct{})
-		for k := range dbs {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-go1
-				ok[k], errs[k] = dbs[k].TakeLease(ctx, job, holders[k], time.Minute)
-			}()
-		}
-		close(go1)
-		wg.Wait()
+		testenv.AtOnce(len(dbs), func(k int) { ok[k], errs[k] = dbs[k].TakeLease(ctx, job, holders[k], time.Minute) })
 		// A certification failure the node's autocommit retry did not absorb reaches the caller
 		// as 1213: that replica does not hold the lease, which is the safe answer.
 		if ok[0] && ok[1] {
@@ -214,14 +173,7 @@ func TestGaleraRefundRightAfterPayment(t *testing.T) {
 	seed := testenv.Open(t, dsns[0])
 	const rounds = 60
 	for i := range rounds {
-		tradeNo := "R" + testenv.Random(8)
-		err := seed.InTx(ctx, func(tx *repository.Tx) error {
-			return tx.InsertOrder(ctx, payment.Order{TradeNo: tradeNo, UserID: 1, SKU: "S", Num: 1, AmountFen: 100, Currency: "CNY",
-				CreateTime: time.Now().UTC().Truncate(time.Millisecond)}, "", "", "")
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		tradeNo := testenv.InsertOrder(t, seed, "R"+testenv.Random(8), 100)
 		txn := "rt-" + tradeNo
 		if out, err := payer.Apply(ctx, paid(tradeNo, txn, 100)); err != nil || out != payment.OutcomeApplied {
 			t.Fatalf("round %d: payment %s, %v", i, out, err)

@@ -5,22 +5,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paygw/paygw/internal/testenv"
 	"github.com/paygw/paygw/payment"
 
 	"github.com/paygw/paygw/webhook"
 )
 
-func newWebhookSecret(t *testing.T) string {
-	t.Helper()
-	s, err := webhook.NewSecret()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 func TestWebhooksLoad(t *testing.T) {
-	a, b, c := newWebhookSecret(t), newWebhookSecret(t), newWebhookSecret(t)
+	a, b, c := testenv.WebhookSecret(t), testenv.WebhookSecret(t), testenv.WebhookSecret(t)
 	cfg, err := Load(writeConfig(t, `
 webhooks:
   endpoints:
@@ -60,7 +52,7 @@ webhooks:
 }
 
 func TestWebhooksRefused(t *testing.T) {
-	good := newWebhookSecret(t)
+	good := testenv.WebhookSecret(t)
 	short := "whsec_" + strings.Repeat("QUJD", 5) // 15 bytes
 	tests := map[string]struct {
 		yaml string
@@ -108,7 +100,7 @@ func TestWebhooksRefused(t *testing.T) {
 }
 
 func TestWebhooksMasked(t *testing.T) {
-	a, b, c := newWebhookSecret(t), newWebhookSecret(t), newWebhookSecret(t)
+	a, b, c := testenv.WebhookSecret(t), testenv.WebhookSecret(t), testenv.WebhookSecret(t)
 	cfg, err := Load(writeConfig(t, `
 webhooks:
   endpoints:
@@ -141,7 +133,7 @@ func TestWebhooksTakeEveryEventType(t *testing.T) {
 		cfg, err := Load(writeConfig(t, `
 webhooks:
   endpoints:
-    - {name: finance, url: "https://books.example.com/paygw", secret: `+newWebhookSecret(t)+`, events: [`+typ+`]}
+    - {name: finance, url: "https://books.example.com/paygw", secret: `+testenv.WebhookSecret(t)+`, events: [`+typ+`]}
 `), nil)
 		if err != nil || !cfg.Webhooks.Endpoints[0].Subscribes(typ) {
 			t.Fatalf("events: [%s]: %v", typ, err)

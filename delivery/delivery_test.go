@@ -82,7 +82,7 @@ func TestRetryScheduleExact(t *testing.T) {
 
 // settle waits until no delivery is due at the clock's time: every due POST has been made and
 // recorded.
-func settle(t *testing.T, e *env, clk *clock, names []string, shards int) {
+func settle(t *testing.T, e *env, clk *testenv.Clock, names []string, shards int) {
 	t.Helper()
 	testenv.Until(t, wait, "no delivery due", func() bool {
 		for shard := range shards {
@@ -552,33 +552,13 @@ func TestList(t *testing.T) {
 // gauge's value, a histogram's count.
 func gathered(t *testing.T, m *metrics.Metrics, family, endpoint, result string) float64 {
 	t.Helper()
-	fams, err := m.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range fams {
-		if f.GetName() != family {
-			continue
+	found := -1.0
+	testenv.Series(t, m, family, func(labels map[string]string, v float64) {
+		if found == -1 && labels["endpoint"] == endpoint && (result == "" || labels["result"] == result) {
+			found = v
 		}
-		for _, mt := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range mt.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["endpoint"] != endpoint || result != "" && labels["result"] != result {
-				continue
-			}
-			switch {
-			case mt.Counter != nil:
-				return mt.GetCounter().GetValue()
-			case mt.Gauge != nil:
-				return mt.GetGauge().GetValue()
-			case mt.Histogram != nil:
-				return float64(mt.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return -1
+	})
+	return found
 }
 
 func FuzzParseCursor(f *testing.F) {

@@ -22,25 +22,8 @@ import (
 	"github.com/paygw/paygw/repository"
 )
 
-// clock is the injected clock: it moves only when the test advances it.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock { return &clock{now: time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+// newClock is the injected clock: it moves only when the test advances it.
+func newClock() *testenv.Clock { return testenv.NewClock(time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)) }
 
 var testKey = []byte("0123456789abcdef0123456789abcdef")
 

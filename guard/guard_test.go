@@ -18,54 +18,45 @@ func TestAcquireRelease(t *testing.T) {
 	ctx := context.Background()
 	g := testenv.Guard(t)
 
-	a, err := g.Acquire(ctx, "order-1", 10*time.Second)
-	if err != nil || a == nil {
-		t.Fatalf("first Acquire = %v, %v; want a lock", a, err)
-	}
+	a := acquire(t, g, "order-1", 10*time.Second, "first Acquire")
 	if l, err := g.Acquire(ctx, "order-1", 10*time.Second); !errors.Is(err, guard.ErrHeld) || l != nil {
 		t.Fatalf("second Acquire = %v, %v; want nil, ErrHeld", l, err)
 	}
 	// Another name is another lock.
-	other, err := g.Acquire(ctx, "order-2", 10*time.Second)
-	if err != nil {
-		t.Fatalf("Acquire of another name: %v", err)
-	}
+	other := acquire(t, g, "order-2", 10*time.Second, "Acquire of another name")
 	defer other.Release(ctx)
 
 	a.Release(ctx)
-	b, err := g.Acquire(ctx, "order-1", 10*time.Second)
-	if err != nil {
-		t.Fatalf("Acquire after Release: %v", err)
+	acquire(t, g, "order-1", 10*time.Second, "Acquire after Release").Release(ctx)
+}
+
+// acquire takes the lock name for ttl, failing t unless it gets it; what names the step.
+func acquire(t *testing.T, g *guard.Guard, name string, ttl time.Duration, what string) *guard.Lock {
+	t.Helper()
+	l, err := g.Acquire(context.Background(), name, ttl)
+	if err != nil || l == nil {
+		t.Fatalf("%s of %q = %v, %v; want a lock", what, name, l, err)
 	}
-	b.Release(ctx)
+	return l
 }
 
 func TestPrefixSeparatesGuards(t *testing.T) {
 	ctx := context.Background()
 	g1, g2 := testenv.Guard(t), testenv.Guard(t)
-	l, err := g1.Acquire(ctx, "shared", 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := acquire(t, g1, "shared", 10*time.Second, "Acquire")
 	defer l.Release(ctx)
-	l2, err := g2.Acquire(ctx, "shared", 10*time.Second)
-	if err != nil {
-		t.Fatalf("Acquire under another prefix: %v", err)
-	}
-	l2.Release(ctx)
+	acquire(t, g2, "shared", 10*time.Second, "Acquire under another prefix").Release(ctx)
 }
 
 func TestReleaseDoesNotDeleteAnotherOwnersLock(t *testing.T) {
 	ctx := context.Background()
 	g := testenv.Guard(t)
 
-	a, err := g.Acquire(ctx, "order", 150*time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := acquire(t, g, "order", 150*time.Millisecond, "Acquire of A")
 	// Redis expires the key by its own clock: wait for it, with a deadline, to let B in.
 	var b *guard.Lock
 	testenv.Eventually(t, 5*time.Second, func() error {
+		var err error
 		b, err = g.Acquire(ctx, "order", 10*time.Second)
 		if err != nil && !errors.Is(err, guard.ErrHeld) {
 			t.Fatal(err)
@@ -82,11 +73,7 @@ func TestReleaseDoesNotDeleteAnotherOwnersLock(t *testing.T) {
 	}
 
 	b.Release(ctx)
-	c, err := g.Acquire(ctx, "order", 10*time.Second)
-	if err != nil {
-		t.Fatalf("Acquire after B's Release: %v", err)
-	}
-	c.Release(ctx)
+	acquire(t, g, "order", 10*time.Second, "Acquire after B's Release").Release(ctx)
 }
 
 func TestReleaseNilLock(t *testing.T) {
@@ -169,10 +156,7 @@ func TestReleaseOnFailingRedis(t *testing.T) {
 	testenv.Guard(t) // fails the test loudly when Redis is missing
 	prefix := "paygw-test:" + testenv.Random(6) + ":"
 	g := guard.New(guard.Options{Addr: testenv.RedisAddr(), Prefix: prefix}, testenv.Logger(t))
-	l, err := g.Acquire(ctx, "x", 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := acquire(t, g, "x", 10*time.Second, "Acquire")
 	g.Close()
 	l.Release(ctx) // the client is gone: must neither panic nor block
 	if _, _, err := g.Done(ctx, "T", "x"); !errors.Is(err, guard.ErrUnavailable) {
@@ -258,28 +242,10 @@ func (s *silentRedis) dials(t *testing.T) int {
 	}
 }
 
-// clock is a settable clock for guard.Options.Now.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 func TestSkipInterval(t *testing.T) {
 	ctx := context.Background()
 	redis := newSilentRedis(t)
-	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clk := testenv.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	g := guard.New(guard.Options{Addr: redis.addr, Now: clk.Now}, testenv.Logger(t))
 	t.Cleanup(func() { g.Close() })
 
@@ -327,33 +293,24 @@ func TestAcquireConcurrent(t *testing.T) {
 	g := testenv.Guard(t)
 	const n = 50
 	var (
-		wg       sync.WaitGroup
-		start    = make(chan struct{})
 		won      atomic.Int32
 		held     atomic.Int32
 		mu       sync.Mutex
 		unwanted []error
 	)
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			_, err := g.Acquire(ctx, "race", 10*time.Second)
-			switch {
-			case err == nil:
-				won.Add(1)
-			case errors.Is(err, guard.ErrHeld):
-				held.Add(1)
-			default:
-				mu.Lock()
-				unwanted = append(unwanted, err)
-				mu.Unlock()
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
+	testenv.AtOnce(n, func(int) {
+		_, err := g.Acquire(ctx, "race", 10*time.Second)
+		switch {
+		case err == nil:
+			won.Add(1)
+		case errors.Is(err, guard.ErrHeld):
+			held.Add(1)
+		default:
+			mu.Lock()
+			unwanted = append(unwanted, err)
+			mu.Unlock()
+		}
+	})
 	if len(unwanted) > 0 {
 		t.Fatalf("unexpected errors: %v", unwanted)
 	}

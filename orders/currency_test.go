@@ -3,7 +3,6 @@ package orders
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -77,11 +76,7 @@ func TestGroupedCreatesWithoutStock(t *testing.T) {
 		{SKU: "", Num: 1, AmountFen: 1234, Currency: "KWD", MerchantOrderID: "M-d"},
 	}
 	for i, res := range results {
-		o, err := f.db.GetOrder(context.Background(), string(res.Body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		w := want[i]
+		o, w := testenv.GetOrder(t, f.db, string(res.Body)), want[i]
 		if o.SKU != w.SKU || o.Num != w.Num || o.AmountFen != w.AmountFen || o.Currency != w.Currency || o.MerchantOrderID != w.MerchantOrderID {
 			t.Errorf("order %d = %+v, want %+v", i, o, w)
 		}
@@ -98,32 +93,9 @@ func TestGroupedCreatesOfOneMerchantOrderID(t *testing.T) {
 		reqOf(t, "b", `{"user_id":2,"sku":"HOT","num":1,"merchant_order_id":"M-1"}`),
 	}
 	results := f.queueReqs(reqs)
-	wantOneHolder(t, f.s, reqs, results)
+	wantFilled(t, f.s, results, func(i int) Request { return reqs[i] }, ErrMerchantOrderIDTaken.Error(), 1)
 	if n := testenv.Count(t, f.dsn, `SELECT COUNT(*) FROM orders WHERE merchant_order_id = 'M-1'`); n != 1 {
 		t.Fatalf("%d orders hold M-1, want 1", n)
-	}
-}
-
-// wantOneHolder checks one of results created an order and the others got the stored
-// merchant-order-id refusal, replayed for their keys.
-func wantOneHolder(t *testing.T, s *Service, reqs []Request, results []Result) {
-	t.Helper()
-	created := 0
-	for i, res := range results {
-		switch {
-		case res.Code == 201:
-			created++
-		case strings.Contains(string(res.Body), ErrMerchantOrderIDTaken.Error()):
-			again, err := s.Create(context.Background(), reqs[i])
-			if err != nil || !again.Replayed || string(again.Body) != string(res.Body) {
-				t.Errorf("the refusal of create %d is not replayed: %+v, %v", i, again, err)
-			}
-		default:
-			t.Errorf("create %d: %d %s", i, res.Code, res.Body)
-		}
-	}
-	if created != 1 {
-		t.Fatalf("%d creates made an order, want 1", created)
 	}
 }
 
@@ -170,7 +142,7 @@ func TestMerchantOrderIDTakenWhileInsertWaits(t *testing.T) {
 	if results[0].Code != 201 {
 		t.Fatalf("A: %d %s", results[0].Code, results[0].Body)
 	}
-	wantOneHolder(t, s, reqs, results)
+	wantFilled(t, s, results, func(i int) Request { return reqs[i] }, ErrMerchantOrderIDTaken.Error(), 1)
 }
 
 // The stock's currency changes after the order was priced: the take refuses the old currency and

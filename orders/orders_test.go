@@ -193,7 +193,7 @@ func TestCreateTakesStockLast(t *testing.T) {
 			t.Errorf("create %d: %v", i, err)
 		}
 	}
-	wantFilled(t, s, results, func(i int) Request { return req(fmt.Sprintf("race-%02d", i)) }, 5)
+	wantFilled(t, s, results, func(i int) Request { return req(fmt.Sprintf("race-%02d", i)) }, outOfStock, 5)
 	wantStock(t, dsn, "HOT", 0, 5)
 
 	// The price changes after the order was priced: the create prices it again.
@@ -220,16 +220,19 @@ func TestCreateTakesStockLast(t *testing.T) {
 	wantStock(t, dsn, "HOT", 2, 6)
 }
 
-// wantFilled checks that filled of the results are orders (201) and the rest out-of-stock
-// refusals, each replayed as it was when its request (req(i)) comes again.
-func wantFilled(t *testing.T, s *Service, results []Result, req func(i int) Request, filled int) {
+// outOfStock is what a create refused for want of a unit says.
+const outOfStock = "fewer than 1 units left"
+
+// wantFilled checks that filled of the results are orders (201) and the rest refusals saying
+// refusal, each replayed as it was when its request (req(i)) comes again.
+func wantFilled(t *testing.T, s *Service, results []Result, req func(i int) Request, refusal string, filled int) {
 	t.Helper()
 	created := 0
 	for i, res := range results {
 		switch {
 		case res.Code == 201:
 			created++
-		case strings.Contains(string(res.Body), "fewer than 1 units left"):
+		case strings.Contains(string(res.Body), refusal):
 			again, err := s.Create(context.Background(), req(i))
 			if err != nil || !again.Replayed || !bytes.Equal(again.Body, res.Body) {
 				t.Errorf("the refusal of create %d is not replayed: %+v, %v", i, again, err)

@@ -1,37 +1,24 @@
 package simulate_test
 
 import (
-	"crypto/rand"
-	"crypto/rsa"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/text/encoding/simplifiedchinese"
 
 	"github.com/paygw/paygw/channels/alipay"
+	"github.com/paygw/paygw/internal/testenv"
 	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/simulate"
 )
 
 const alipayAppID = "2021000000000009"
 
-var (
-	alipayKeyOnce sync.Once
-	alipayKey     *rsa.PrivateKey
-)
-
 func testAlipay(tb testing.TB) (*alipay.Channel, simulate.AlipaySigner) {
 	tb.Helper()
-	alipayKeyOnce.Do(func() {
-		k, err := rsa.GenerateKey(rand.Reader, 2048)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		alipayKey = k
-	})
+	alipayKey := testenv.RSAKey(tb, "alipay")
 	return alipay.New(alipayAppID, "", &alipayKey.PublicKey), simulate.AlipaySigner{AppID: alipayAppID, Key: alipayKey}
 }
 
@@ -104,7 +91,8 @@ func unescape(t *testing.T, body []byte) string {
 // TestAlipayBodyGBK: a GBK notification is sent and signed as GBK bytes, and its subject arrives
 // intact; what GBK cannot hold is an error, not a mangled notification.
 func TestAlipayBodyGBK(t *testing.T) {
-	a, _ := testAlipay(t)
+	a, signer := testAlipay(t)
+	alipayKey := signer.Key
 	const subject = "测试商品：红茶 & 绿茶 100%"
 	p := simulate.AlipayPayment{
 		AppID: alipayAppID, TradeNo: "T20260501-0002", AlipayTxn: "2026050122001400000000000002", NotifyID: "n-gbk",

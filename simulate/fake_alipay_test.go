@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paygw/paygw/internal/testenv"
 	"github.com/smartwalle/alipay/v3"
 )
 
@@ -101,11 +102,10 @@ func (q *queryFake) alipayForm(t *testing.T, key *rsa.PrivateKey, outTradeNo str
 	return v
 }
 
-// alipayAsk posts form and returns the response's node (raw), the node decoded, and whether
-// sign verified over the raw node with the "Alipay" public key.
-func (q *queryFake) alipayAsk(t *testing.T, form url.Values) (name string, node map[string]string, signed bool) {
+// readAll is the whole body of resp, the answer to a request that returned err; an error of the
+// request or of reading fails t.
+func readAll(t *testing.T, resp *http.Response, err error) []byte {
 	t.Helper()
-	resp, err := http.PostForm(q.url+"/gateway.do", form)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,6 +114,15 @@ func (q *queryFake) alipayAsk(t *testing.T, form url.Values) (name string, node 
 	if err != nil {
 		t.Fatal(err)
 	}
+	return body
+}
+
+// alipayAsk posts form and returns the response's node (raw), the node decoded, and whether
+// sign verified over the raw node with the "Alipay" public key.
+func (q *queryFake) alipayAsk(t *testing.T, form url.Values) (name string, node map[string]string, signed bool) {
+	t.Helper()
+	resp, err := http.PostForm(q.url+"/gateway.do", form)
+	body := readAll(t, resp, err)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("HTTP %d %s: Alipay answers 200", resp.StatusCode, body)
 	}
@@ -203,10 +212,7 @@ func TestFakeAlipayQuery(t *testing.T) {
 		}
 	})
 
-	other, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
+	other := testenv.NewRSAKey(t)
 	refusals := map[string]struct {
 		form    url.Values
 		subCode string

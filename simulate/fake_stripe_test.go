@@ -3,7 +3,6 @@ package simulate
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -51,11 +50,7 @@ func TestFakeStripeAPI(t *testing.T) {
 			req.Header.Set("Authorization", "Bearer "+key)
 		}
 		resp, err := srv.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
+		body := readAll(t, resp, err)
 		return resp.StatusCode, body
 	}
 	search := func(tradeNo string) url.Values {

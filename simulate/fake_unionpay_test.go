@@ -5,7 +5,6 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -55,11 +54,7 @@ func TestFakeUnionPayQuery(t *testing.T) {
 	post := func(t *testing.T, form url.Values) (url.Values, string) {
 		t.Helper()
 		resp, err := srv.Client().PostForm(srv.URL+"/gateway/api/queryTrans.do", form)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
+		body := readAll(t, resp, err)
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("HTTP %d %s", resp.StatusCode, body)
 		}

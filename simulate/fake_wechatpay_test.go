@@ -8,13 +8,13 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/paygw/paygw/internal/testenv"
 	"github.com/wechatpay-apiv3/wechatpay-go/core"
 	"github.com/wechatpay-apiv3/wechatpay-go/core/option"
 	"github.com/wechatpay-apiv3/wechatpay-go/services/payments/native"
@@ -37,14 +37,7 @@ func (q *queryFake) wechatAsk(t *testing.T, uri string, key *rsa.PrivateKey, ser
 	req.Header.Set("Authorization", `WECHATPAY2-SHA256-RSA2048 mchid="`+q.man.WeChatPay.MchID+`",nonce_str="`+nonce+
 		`",timestamp="`+stamp+`",serial_no="`+serial+`",signature="`+base64.StdEncoding.EncodeToString(sig)+`"`)
 	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	body := readAll(t, resp, err)
 	var got map[string]any
 	if err := json.Unmarshal(body, &got); err != nil {
 		t.Fatalf("HTTP %d %s: %v", resp.StatusCode, body, err)
@@ -104,10 +97,7 @@ func TestFakeWeChatPayQuery(t *testing.T) {
 		})
 	}
 
-	other, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
+	other := testenv.NewRSAKey(t)
 	refusals := map[string]struct {
 		uri    string
 		key    *rsa.PrivateKey

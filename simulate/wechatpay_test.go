@@ -3,12 +3,9 @@ package simulate
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
 	"net/http"
 	"regexp"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +16,7 @@ import (
 	"github.com/wechatpay-apiv3/wechatpay-go/utils"
 
 	"github.com/paygw/paygw/channels/wechatpay"
+	"github.com/paygw/paygw/internal/testenv"
 	"github.com/paygw/paygw/payment"
 )
 
@@ -29,21 +27,9 @@ const (
 	wxKeyID    = "PUB_KEY_ID_0119000000012025010100000000"
 )
 
-var (
-	wxKeyOnce sync.Once
-	wxKey     *rsa.PrivateKey
-)
-
 func testWeChatSigner(tb testing.TB) WeChatPaySigner {
 	tb.Helper()
-	wxKeyOnce.Do(func() {
-		k, err := rsa.GenerateKey(rand.Reader, 2048)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		wxKey = k
-	})
-	return WeChatPaySigner{MchID: wxMchID, AppID: wxAppID, APIv3Key: wxAPIv3Key, Serial: wxKeyID, Key: wxKey}
+	return WeChatPaySigner{MchID: wxMchID, AppID: wxAppID, APIv3Key: wxAPIv3Key, Serial: wxKeyID, Key: testenv.RSAKey(tb, "wechatpay")}
 }
 
 func wxRequest(tb testing.TB, m Message) *http.Request {

@@ -10,6 +10,7 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"github.com/paygw/paygw/internal/testenv"
 	"github.com/paygw/paygw/webhook"
 )
 
@@ -37,18 +38,9 @@ func TestSignMatchesTheSpecVector(t *testing.T) {
 	}
 }
 
-func newSecret(t *testing.T) string {
-	t.Helper()
-	s, err := webhook.NewSecret()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 func TestVerify(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
-	a, b, other := newSecret(t), newSecret(t), newSecret(t)
+	a, b, other := testenv.WebhookSecret(t), testenv.WebhookSecret(t), testenv.WebhookSecret(t)
 	body := []byte(`{"id":"evt_1","type":"order.paid"}`)
 	signed := func(ts time.Time, secrets ...string) http.Header {
 		ps := make([]webhook.Secret, len(secrets))
@@ -144,7 +136,7 @@ func TestParseSecret(t *testing.T) {
 }
 
 func TestSecretPrintsMasked(t *testing.T) {
-	s := newSecret(t)
+	s := testenv.WebhookSecret(t)
 	p := webhook.MustParseSecret(s)
 	enc := strings.TrimPrefix(s, "whsec_")
 	for _, f := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x"} {
@@ -157,7 +149,7 @@ func TestSecretPrintsMasked(t *testing.T) {
 // TestCrossCheckStandardWebhooks checks this package against the official Standard Webhooks Go
 // library, both ways: each verifies what the other signs, with one secret and during a rotation.
 func TestCrossCheckStandardWebhooks(t *testing.T) {
-	newer, older := newSecret(t), newSecret(t)
+	newer, older := testenv.WebhookSecret(t), testenv.WebhookSecret(t)
 	body := []byte(`{"id":"evt_x","type":"order.refunded","data":{"trade_no":"T1","refund_fen":500}}`)
 	id, now := "evt_x", time.Now()
 
@@ -175,7 +167,7 @@ func TestCrossCheckStandardWebhooks(t *testing.T) {
 			t.Fatalf("their Verify of our rotation signature: %v", err)
 		}
 	}
-	if err := theirs(newSecret(t)).Verify(body, h); err == nil {
+	if err := theirs(testenv.WebhookSecret(t)).Verify(body, h); err == nil {
 		t.Fatal("their Verify accepted our signature under a third secret")
 	}
 	one := webhook.Headers(id, now, body, webhook.MustParseSecret(newer))

@@ -212,14 +212,7 @@ func TestAlipayQueryResponses(t *testing.T) {
 // failed query that says so.
 func TestAlipayQueryTransport(t *testing.T) {
 	s := testQuerySandbox(t)
-	url := channeltest.ClosedURL(t)
-	_, err := alipayQuerierAt(t, s, url+"/gateway.do").QueryTrade(context.Background(), channels.TradeQuery{TradeNo: "T1"})
-	channeltest.WantErr(t, err, channels.ErrQueryFailed, "a closed port")
-
-	channeltest.WantCanceled(t, s.Queriers["alipay"], channels.TradeQuery{TradeNo: "T1"})
-
-	_, err = s.Queriers["alipay"].QueryTrade(context.Background(), channels.TradeQuery{TradeNo: "T 1"})
-	channeltest.WantErr(t, err, channels.ErrMalformed, "a trade_no that cannot be ours")
+	s.WantTransportFailures(t, "alipay", alipayQuerierAt(t, s, channeltest.ClosedURL(t)+"/gateway.do"), "T 1")
 }
 
 // TestNewAlipayQuerier: missing credentials are told apart from broken ones, and every refusal
@@ -236,27 +229,16 @@ func TestNewAlipayQuerier(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	tests := map[string]struct {
-		edit    func(c *config.Alipay)
-		noCreds bool
-		key     string // the config key the error names
-	}{
-		"no app_private_key_file": {func(c *config.Alipay) { c.AppPrivateKeyFile = "" }, true, "channels.alipay.app_private_key_file"},
-		"unreadable key file":     {func(c *config.Alipay) { c.AppPrivateKeyFile = bad + ".missing" }, false, "channels.alipay.app_private_key_file"},
-		"not a key":               {func(c *config.Alipay) { c.AppPrivateKeyFile = bad }, false, "channels.alipay.app_private_key_file"},
-		"1024-bit key":            {func(c *config.Alipay) { c.AppPrivateKeyFile = channeltest.WriteKeyFile(t, small) }, false, "channels.alipay.app_private_key_file"},
-		"no gateway_url":          {func(c *config.Alipay) { c.GatewayURL = "" }, false, "channels.alipay.gateway_url"},
-		"relative gateway_url":    {func(c *config.Alipay) { c.GatewayURL = "/gateway.do" }, false, "channels.alipay.gateway_url"},
-		"no app_id":               {func(c *config.Alipay) { c.AppID = "" }, false, "channels.alipay.app_id"},
-	}
-	for name, tt := range tests {
-		t.Run(name, func(t *testing.T) {
-			c := good
-			tt.edit(&c)
-			_, err := NewQuerier(c, v, nil)
-			channeltest.WantConfigRefused(t, err, tt.noCreds, tt.key, secret)
-		})
-	}
+	build := func(c config.Alipay) error { _, err := NewQuerier(c, v, nil); return err }
+	channeltest.RunConfigRefusals(t, good, secret, build, map[string]channeltest.ConfigCase[config.Alipay]{
+		"no app_private_key_file": {Edit: func(c *config.Alipay) { c.AppPrivateKeyFile = "" }, NoCreds: true, Key: "channels.alipay.app_private_key_file"},
+		"unreadable key file":     {Edit: func(c *config.Alipay) { c.AppPrivateKeyFile = bad + ".missing" }, Key: "channels.alipay.app_private_key_file"},
+		"not a key":               {Edit: func(c *config.Alipay) { c.AppPrivateKeyFile = bad }, Key: "channels.alipay.app_private_key_file"},
+		"1024-bit key":            {Edit: func(c *config.Alipay) { c.AppPrivateKeyFile = channeltest.WriteKeyFile(t, small) }, Key: "channels.alipay.app_private_key_file"},
+		"no gateway_url":          {Edit: func(c *config.Alipay) { c.GatewayURL = "" }, Key: "channels.alipay.gateway_url"},
+		"relative gateway_url":    {Edit: func(c *config.Alipay) { c.GatewayURL = "/gateway.do" }, Key: "channels.alipay.gateway_url"},
+		"no app_id":               {Edit: func(c *config.Alipay) { c.AppID = "" }, Key: "channels.alipay.app_id"},
+	})
 	if _, err := NewQuerier(good, v, nil); err != nil {
 		t.Errorf("the sandbox configuration: %v", err)
 	}

@@ -61,7 +61,7 @@ func TestIssue20Case12StripeBaseURLWithPathQueriesAndBills(t *testing.T) {
 	e := newStripeQueryEnv(t)
 	for i, base := range []string{"/stripe", "/stripe/"} {
 		t.Run(base, func(t *testing.T) {
-			proxy := newStripeProxy(t, e.fake.Handler())
+			proxy := newStripeProxy(t, e.Fake.Handler())
 			c := e.cfg
 			c.APIBaseURL = proxy.URL + base
 			q, err := NewQuerier(c, proxy.Client())
@@ -69,7 +69,7 @@ func TestIssue20Case12StripeBaseURLWithPathQueriesAndBills(t *testing.T) {
 				t.Fatal(err)
 			}
 			day := time.Now().UTC().AddDate(0, 0, -2).Truncate(24 * time.Hour)
-			paid := e.add(t, simulate.FakeTrade{TradeNo: "T-proxy-" + strconv.Itoa(i), AmountFen: 4321, Status: simulate.FakePaid,
+			paid := e.Add(t, simulate.FakeTrade{TradeNo: "T-proxy-" + strconv.Itoa(i), AmountFen: 4321, Status: simulate.FakePaid,
 				PaidAt: day.Add(9 * time.Hour)})
 
 			for _, tq := range []channels.TradeQuery{{TradeNo: paid.TradeNo}, {TradeNo: paid.TradeNo, ChannelRef: paid.TxnID}} {

@@ -3,7 +3,6 @@ package unionpay
 import (
 	"context"
 	"crypto"
-	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha256"
 	"crypto/x509"
@@ -26,6 +25,7 @@ import (
 	"github.com/paygw/paygw/channels"
 	"github.com/paygw/paygw/channels/internal/channeltest"
 	"github.com/paygw/paygw/config"
+	"github.com/paygw/paygw/internal/testenv"
 	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/simulate"
 
@@ -35,49 +35,38 @@ import (
 // unionPayQueryEnv is the fake channel over HTTP with fresh sandbox keys, and the gateway's
 // UnionPay configuration and notification verifier for them.
 type unionPayQueryEnv struct {
-	dir      string
-	man      simulate.Manifest
-	fake     *simulate.Fake
-	srv      *httptest.Server
+	*channeltest.FakeEnv
 	cfg      config.UnionPay
 	verifier *Channel
 	signer   simulate.UnionPaySigner
-	now      time.Time
 }
 
 func newUnionPayQueryEnv(t *testing.T) *unionPayQueryEnv {
 	t.Helper()
-	dir := t.TempDir()
-	now := time.Now().UTC().Truncate(time.Second)
-	man, fake, srv := channeltest.ServeFake(t, dir, now)
-	cfg := channeltest.LoadConfig(t, man, "PAYGW_CHANNELS__UNIONPAY__QUERY_URL="+srv.URL+"/gateway/api/queryTrans.do")
-	verifier, err := FromConfig(cfg.Channels.UnionPay)
-	if err != nil {
+	e := &unionPayQueryEnv{FakeEnv: channeltest.NewFakeEnv(t, "unionpay")}
+	e.cfg = channeltest.LoadConfig(t, e.Man, "PAYGW_CHANNELS__UNIONPAY__QUERY_URL="+e.Srv.URL+"/gateway/api/queryTrans.do").Channels.UnionPay
+	var err error
+	if e.verifier, err = FromConfig(e.cfg); err != nil {
 		t.Fatal(err)
 	}
-	signer := channeltest.LoadSigners(t, dir)["unionpay"].(simulate.UnionPaySigner)
-	return &unionPayQueryEnv{dir: dir, man: man, fake: fake, srv: srv, cfg: cfg.Channels.UnionPay, verifier: verifier, signer: signer, now: now}
+	e.signer = channeltest.LoadSigners(t, e.Dir)["unionpay"].(simulate.UnionPaySigner)
+	return e
 }
 
 func (e *unionPayQueryEnv) querier(t *testing.T, c config.UnionPay) channels.Querier {
 	t.Helper()
-	q, err := NewQuerier(c, e.verifier, e.srv.Client())
+	q, err := NewQuerier(c, e.verifier, e.Srv.Client())
 	if err != nil {
 		t.Fatal(err)
 	}
 	return q
 }
 
-func (e *unionPayQueryEnv) add(t *testing.T, tr simulate.FakeTrade) simulate.FakeTrade {
-	t.Helper()
-	return channeltest.AddTrade(t, e.fake, "unionpay", tr, e.now)
-}
-
 // notified is what the verifier makes of the trade's own payment notification.
 func (e *unionPayQueryEnv) notified(t *testing.T, tr simulate.FakeTrade) payment.Event {
 	t.Helper()
 	return channeltest.SignVerified(t, e.signer, e.verifier,
-		simulate.Payment{TradeNo: tr.TradeNo, AmountFen: tr.AmountFen, Currency: tr.Currency, TxnID: tr.TxnID, Time: tr.PaidAt}, e.now)
+		simulate.Payment{TradeNo: tr.TradeNo, AmountFen: tr.AmountFen, Currency: tr.Currency, TxnID: tr.TxnID, Time: tr.PaidAt}, e.Now)
 }
 
 // txnTime is how the order was sent to UnionPay: the attempt's channel_ref.
@@ -88,13 +77,12 @@ func (e *unionPayQueryEnv) txnTime(tr simulate.FakeTrade) string {
 func TestUnionPayQuerierAgainstFake(t *testing.T) {
 	e := newUnionPayQueryEnv(t)
 	q := e.querier(t, e.cfg)
-	ctx := context.Background()
 
-	paid := e.add(t, simulate.FakeTrade{TradeNo: "T-paid-1", AmountFen: 1250, Status: simulate.FakePaid})
-	usd := e.add(t, simulate.FakeTrade{TradeNo: "T-usd-1", AmountFen: 99, Currency: "USD", Status: simulate.FakePaid, TxnID: "123456789012345678901"})
-	refunded := e.add(t, simulate.FakeTrade{TradeNo: "T-refunded-1", AmountFen: 1000, Status: simulate.FakeRefunded, RefundFen: 300})
-	pending := e.add(t, simulate.FakeTrade{TradeNo: "T-pending-1", AmountFen: 500, Status: simulate.FakePending})
-	closed := e.add(t, simulate.FakeTrade{TradeNo: "T-closed-1", AmountFen: 700, Status: simulate.FakeClosed})
+	paid := e.Add(t, simulate.FakeTrade{TradeNo: "T-paid-1", AmountFen: 1250, Status: simulate.FakePaid})
+	usd := e.Add(t, simulate.FakeTrade{TradeNo: "T-usd-1", AmountFen: 99, Currency: "USD", Status: simulate.FakePaid, TxnID: "123456789012345678901"})
+	refunded := e.Add(t, simulate.FakeTrade{TradeNo: "T-refunded-1", AmountFen: 1000, Status: simulate.FakeRefunded, RefundFen: 300})
+	pending := e.Add(t, simulate.FakeTrade{TradeNo: "T-pending-1", AmountFen: 500, Status: simulate.FakePending})
+	closed := e.Add(t, simulate.FakeTrade{TradeNo: "T-closed-1", AmountFen: 700, Status: simulate.FakeClosed})
 
 	tests := map[string]struct {
 		trade  simulate.FakeTrade
@@ -113,15 +101,11 @@ func TestUnionPayQuerierAgainstFake(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			before := e.fake.Asked("unionpay", tt.q.TradeNo)
-			got, err := q.QueryTrade(ctx, tt.q)
-			if err != nil {
-				t.Fatal(err)
-			}
+			got, n := e.Ask(t, q, tt.q)
 			if got.State != tt.state || got.Status != tt.status {
 				t.Fatalf("%s %q, want %s %q", got.State, got.Status, tt.state, tt.status)
 			}
-			if n := e.fake.Asked("unionpay", tt.q.TradeNo) - before; n != 1 {
+			if n != 1 {
 				t.Errorf("the fake was asked %d times, want 1", n)
 			}
 			if !tt.paid {
@@ -145,12 +129,12 @@ func TestUnionPayQuerierAgainstFake(t *testing.T) {
 func TestUnionPayQuerierFailures(t *testing.T) {
 	e := newUnionPayQueryEnv(t)
 	ctx := context.Background()
-	paid := e.add(t, simulate.FakeTrade{TradeNo: "T-paid-2", AmountFen: 100, Status: simulate.FakePaid})
+	paid := e.Add(t, simulate.FakeTrade{TradeNo: "T-paid-2", AmountFen: 100, Status: simulate.FakePaid})
 	asked := channels.TradeQuery{TradeNo: paid.TradeNo, ChannelRef: e.txnTime(paid)}
 
 	t.Run("bad signature", func(t *testing.T) {
-		e.fake.Break("unionpay", true)
-		defer e.fake.Break("unionpay", false)
+		e.Fake.Break("unionpay", true)
+		defer e.Fake.Break("unionpay", false)
 		for _, tq := range []channels.TradeQuery{asked, {TradeNo: "T-unknown-2", ChannelRef: "20260101120000"}} {
 			if _, err := e.querier(t, e.cfg).QueryTrade(ctx, tq); !errors.Is(err, channels.ErrBadSignature) {
 				t.Errorf("%s: %v, want ErrBadSignature", tq.TradeNo, err)
@@ -198,9 +182,7 @@ func TestUnionPayQuerierFailures(t *testing.T) {
 	t.Run("transport", func(t *testing.T) {
 		c := e.cfg
 		c.QueryURL = channeltest.ClosedURL(t)
-		if _, err := e.querier(t, c).QueryTrade(ctx, asked); !errors.Is(err, channels.ErrQueryFailed) {
-			t.Errorf("%v, want ErrQueryFailed", err)
-		}
+		channeltest.WantUnreachable(t, e.querier(t, c), asked)
 	})
 	t.Run("context canceled", func(t *testing.T) {
 		channeltest.WantCanceled(t, e.querier(t, e.cfg), asked)
@@ -219,12 +201,12 @@ func TestUnionPayQuerierFailures(t *testing.T) {
 // time in Beijing).
 func TestUnionPayQuerierRequest(t *testing.T) {
 	e := newUnionPayQueryEnv(t)
-	merchant := readMerchantCertPEM(t, filepath.Join(e.dir, e.man.UnionPay.MerchantCertFile))
+	merchant := channeltest.ReadCertFile(t, filepath.Join(e.Dir, e.Man.UnionPay.MerchantCertFile))
 	var got url.Values
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		got, _ = url.ParseQuery(string(body))
-		_, _ = w.Write(e.signedAnswer(t, url.Values{"respCode": {"34"}, "merId": {e.man.UnionPay.MerID}}))
+		_, _ = w.Write(e.signedAnswer(t, url.Values{"respCode": {"34"}, "merId": {e.Man.UnionPay.MerID}}))
 	}))
 	defer srv.Close()
 	c := e.cfg
@@ -237,7 +219,7 @@ func TestUnionPayQuerierRequest(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantFields := map[string]string{"version": "5.1.0", "encoding": "UTF-8", "signMethod": "01", "txnType": "00",
-			"txnSubType": "00", "bizType": "000201", "accessType": "0", "merId": e.man.UnionPay.MerID, "orderId": "T-req-1",
+			"txnSubType": "00", "bizType": "000201", "accessType": "0", "merId": e.Man.UnionPay.MerID, "orderId": "T-req-1",
 			"txnTime": want, "certId": merchant.SerialNumber.String()}
 		for k, v := range wantFields {
 			if got.Get(k) != v {
@@ -261,7 +243,7 @@ func TestUnionPayQuerierRequest(t *testing.T) {
 func TestUnionPayQuerierAnswers(t *testing.T) {
 	e := newUnionPayQueryEnv(t)
 	asked := channels.TradeQuery{TradeNo: "T-ans-1", ChannelRef: "20260101120000"}
-	good := url.Values{"respCode": {"00"}, "origRespCode": {"00"}, "merId": {e.man.UnionPay.MerID}, "orderId": {asked.TradeNo},
+	good := url.Values{"respCode": {"00"}, "origRespCode": {"00"}, "merId": {e.Man.UnionPay.MerID}, "orderId": {asked.TradeNo},
 		"txnType": {"01"}, "queryId": {"112233445566778899001"}, "txnAmt": {"100"}, "currencyCode": {"156"}, "txnTime": {asked.ChannelRef}}
 	with := func(k, v string) url.Values {
 		f := url.Values{}
@@ -329,7 +311,7 @@ func TestNewUnionPayQuerier(t *testing.T) {
 		t.Errorf("error %q carries a password", err)
 	}
 	notPFX := e.cfg
-	notPFX.SignCertFile = filepath.Join(e.dir, e.man.UnionPay.MerchantCertFile) // a PEM certificate
+	notPFX.SignCertFile = filepath.Join(e.Dir, e.Man.UnionPay.MerchantCertFile) // a PEM certificate
 	if _, err := NewQuerier(notPFX, e.verifier, nil); err == nil || !strings.Contains(err.Error(), "sign_cert_file") {
 		t.Errorf("a PEM file: %v, want an error naming sign_cert_file", err)
 	}
@@ -406,10 +388,7 @@ type testMerchantCert struct {
 
 func newTestMerchantCert(t *testing.T) testMerchantCert {
 	t.Helper()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := testenv.NewRSAKey(t)
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "test merchant"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
 	return testMerchantCert{key, channeltest.IssueCert(t, tmpl, nil, &key.PublicKey, key)}
@@ -426,19 +405,6 @@ func writeMerchantPFX(t *testing.T, enc *pkcs12.Encoder, mc testMerchantCert, pa
 		t.Fatal(err)
 	}
 	return path
-}
-
-func readMerchantCertPEM(t *testing.T, path string) *x509.Certificate {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certs, err := channels.ParseCertificates(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return certs[0]
 }
 
 // unionPayVerifyWith checks params' signature against cert's key, the ACP 5.1.0 way.

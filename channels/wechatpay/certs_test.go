@@ -2,7 +2,6 @@ package wechatpay
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
@@ -12,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +19,7 @@ import (
 	"github.com/paygw/paygw/channels"
 	"github.com/paygw/paygw/channels/internal/channeltest"
 	"github.com/paygw/paygw/config"
+	"github.com/paygw/paygw/internal/testenv"
 	"github.com/paygw/paygw/simulate"
 )
 
@@ -98,10 +97,7 @@ func (s *certSandbox) serve(t *testing.T, c testPlatformCert) {
 
 func newTestPlatformCert(t *testing.T, notBefore time.Time) testPlatformCert {
 	t.Helper()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := testenv.NewRSAKey(t)
 	cert, err := simulate.NewWeChatPlatformCertificate(key, notBefore.Add(time.Hour)) // valid from notBefore
 	if err != nil {
 		t.Fatal(err)
@@ -232,16 +228,7 @@ func TestWeChatCertificatesRotation(t *testing.T) {
 // platformKey reads the fake's platform private key from the sandbox.
 func (s *certSandbox) platformKey(t *testing.T) *rsa.PrivateKey {
 	t.Helper()
-	dir := filepath.Dir(s.cfg.MerchantPrivateKeyFile)
-	b, err := os.ReadFile(filepath.Join(dir, s.man.WeChatPay.PrivateKeyFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := channels.ParseRSAPrivateKey(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return key
+	return channeltest.ReadKeyFile(t, filepath.Join(filepath.Dir(s.cfg.MerchantPrivateKeyFile), s.man.WeChatPay.PrivateKeyFile))
 }
 
 // TestWeChatCertificatesUnknownSerial: a notification with an unknown serial gets one download
@@ -311,17 +298,8 @@ func TestWeChatCertificatesUnknownSerial(t *testing.T) {
 			trades[i] = channeltest.NewTradeNo("WCC")
 			msgs[i] = s.notify(t, s.rotated, trades[i])
 		}
-		var wg sync.WaitGroup
 		errs := make([]error, n)
-		start := make(chan struct{})
-		for i := range msgs {
-			wg.Go(func() {
-				<-start
-				errs[i] = verifyNotice(w, msgs[i], trades[i])
-			})
-		}
-		close(start)
-		wg.Wait()
+		testenv.AtOnce(n, func(i int) { errs[i] = verifyNotice(w, msgs[i], trades[i]) })
 		for i, err := range errs {
 			if err != nil {
 				t.Errorf("notification %d: %v", i, err)

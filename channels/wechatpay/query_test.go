@@ -282,16 +282,10 @@ func TestWeChatPayQueryModes(t *testing.T) {
 func TestWeChatPayQueryTransport(t *testing.T) {
 	s := testQuerySandbox(t)
 	base := channeltest.ClosedURL(t)
-	_, err := wechatQuerierAt(t, s, s.Channels["wechatpay"].(*Channel), base).QueryTrade(context.Background(), channels.TradeQuery{TradeNo: "T1"})
-	channeltest.WantErr(t, err, channels.ErrQueryFailed, "a closed port")
+	err := s.WantTransportFailures(t, "wechatpay", wechatQuerierAt(t, s, s.Channels["wechatpay"].(*Channel), base), "T/1")
 	if host := strings.TrimPrefix(base, "http://"); !strings.Contains(fmt.Sprint(err), host) || strings.Contains(fmt.Sprint(err), "api.mch.weixin.qq.com") {
 		t.Errorf("error %v should name %s, the address asked", err, host)
 	}
-
-	channeltest.WantCanceled(t, s.Queriers["wechatpay"], channels.TradeQuery{TradeNo: "T1"})
-
-	_, err = s.Queriers["wechatpay"].QueryTrade(context.Background(), channels.TradeQuery{TradeNo: "T/1"})
-	channeltest.WantErr(t, err, channels.ErrMalformed, "a trade_no that cannot be ours")
 }
 
 // TestNewWeChatPayQuerier: missing credentials are told apart from broken ones, and every
@@ -304,30 +298,19 @@ func TestNewWeChatPayQuerier(t *testing.T) {
 	const secret = "c2VjcmV0LWtleS1tYXRlcmlhbA=="
 	bad := channeltest.NotAKeyFile(t, secret)
 
-	tests := map[string]struct {
-		edit    func(c *config.WeChatPay)
-		noCreds bool
-		key     string
-	}{
-		"no merchant_private_key_file": {func(c *config.WeChatPay) { c.MerchantPrivateKeyFile = "" }, true, "channels.wechatpay.merchant_private_key_file"},
-		"no merchant_serial_no":        {func(c *config.WeChatPay) { c.MerchantSerialNo = "" }, true, "channels.wechatpay.merchant_serial_no"},
-		"serial with white space":      {func(c *config.WeChatPay) { c.MerchantSerialNo += " " }, false, "channels.wechatpay.merchant_serial_no"},
-		"unreadable key file":          {func(c *config.WeChatPay) { c.MerchantPrivateKeyFile = bad + ".missing" }, false, "channels.wechatpay.merchant_private_key_file"},
-		"not a key":                    {func(c *config.WeChatPay) { c.MerchantPrivateKeyFile = bad }, false, "channels.wechatpay.merchant_private_key_file"},
-		"a public key": {func(c *config.WeChatPay) {
+	build := func(c config.WeChatPay) error { _, err := NewQuerier(c, v, nil); return err }
+	channeltest.RunConfigRefusals(t, good, secret, build, map[string]channeltest.ConfigCase[config.WeChatPay]{
+		"no merchant_private_key_file": {Edit: func(c *config.WeChatPay) { c.MerchantPrivateKeyFile = "" }, NoCreds: true, Key: "channels.wechatpay.merchant_private_key_file"},
+		"no merchant_serial_no":        {Edit: func(c *config.WeChatPay) { c.MerchantSerialNo = "" }, NoCreds: true, Key: "channels.wechatpay.merchant_serial_no"},
+		"serial with white space":      {Edit: func(c *config.WeChatPay) { c.MerchantSerialNo += " " }, Key: "channels.wechatpay.merchant_serial_no"},
+		"unreadable key file":          {Edit: func(c *config.WeChatPay) { c.MerchantPrivateKeyFile = bad + ".missing" }, Key: "channels.wechatpay.merchant_private_key_file"},
+		"not a key":                    {Edit: func(c *config.WeChatPay) { c.MerchantPrivateKeyFile = bad }, Key: "channels.wechatpay.merchant_private_key_file"},
+		"a public key": {Edit: func(c *config.WeChatPay) {
 			c.MerchantPrivateKeyFile = writePEM(t, simulate.PEMPublicKey(&s.MchKey.PublicKey))
-		}, false, "channels.wechatpay.merchant_private_key_file"},
-		"api_base_url with a path": {func(c *config.WeChatPay) { c.APIBaseURL += "/prefix" }, false, "channels.wechatpay.api_base_url"},
-		"api_base_url not http":    {func(c *config.WeChatPay) { c.APIBaseURL = "ftp://example.com" }, false, "channels.wechatpay.api_base_url"},
-	}
-	for name, tt := range tests {
-		t.Run(name, func(t *testing.T) {
-			c := good
-			tt.edit(&c)
-			_, err := NewQuerier(c, v, nil)
-			channeltest.WantConfigRefused(t, err, tt.noCreds, tt.key, secret)
-		})
-	}
+		}, Key: "channels.wechatpay.merchant_private_key_file"},
+		"api_base_url with a path": {Edit: func(c *config.WeChatPay) { c.APIBaseURL += "/prefix" }, Key: "channels.wechatpay.api_base_url"},
+		"api_base_url not http":    {Edit: func(c *config.WeChatPay) { c.APIBaseURL = "ftp://example.com" }, Key: "channels.wechatpay.api_base_url"},
+	})
 	q, err := NewQuerier(good, v, nil)
 	if err != nil {
 		t.Fatalf("the sandbox configuration: %v", err)

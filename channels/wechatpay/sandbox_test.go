@@ -1,15 +1,11 @@
 package wechatpay
 
-import "github.com/paygw/paygw/channels/internal/channeltest"
+import (
+	"github.com/paygw/paygw/channels/internal/channeltest"
+	"github.com/paygw/paygw/config"
+)
 
 // testQuerySandbox is the package's sandbox: the channel's verifier and querier, configured as
 // serve configures them, over the fake channel.
-var testQuerySandbox = channeltest.Shared(func(s *channeltest.Sandbox) error {
-	ch, err := FromConfig(s.Cfg.Channels.WeChatPay)
-	if err != nil {
-		return err
-	}
-	s.Channels["wechatpay"] = ch
-	s.Queriers["wechatpay"], err = NewQuerier(s.Cfg.Channels.WeChatPay, ch, nil)
-	return err
-})
+var testQuerySandbox = channeltest.SharedChannel("wechatpay",
+	func(c *config.Config) config.WeChatPay { return c.Channels.WeChatPay }, FromConfig, NewQuerier)

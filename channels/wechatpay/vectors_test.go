@@ -4,13 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/paygw/paygw/channels"
-	"github.com/paygw/paygw/channels/internal/channeltest"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/paygw/paygw/channels"
+	"github.com/paygw/paygw/channels/internal/channeltest"
 )
 
 // A TRANSACTION.SUCCESS notification WeChat Pay sent, with the platform public key that signed it

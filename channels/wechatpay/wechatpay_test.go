@@ -21,6 +21,7 @@ import (
 
 	"github.com/paygw/paygw/channels"
 	"github.com/paygw/paygw/channels/internal/channeltest"
+	"github.com/paygw/paygw/internal/testenv"
 	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/simulate"
 )
@@ -49,7 +50,7 @@ func testWeChatKeys(tb testing.TB) wechatKeys {
 	tb.Helper()
 	wechatKeysOnce.Do(func() {
 		k := &wechatKeysVal
-		k.pub, k.cert1, k.cert2, k.other = wechatRSAKey(tb), wechatRSAKey(tb), wechatRSAKey(tb), wechatRSAKey(tb)
+		k.pub, k.cert1, k.cert2, k.other = testenv.NewRSAKey(tb), testenv.NewRSAKey(tb), testenv.NewRSAKey(tb), testenv.NewRSAKey(tb)
 		// 20-byte serials as WeChat's certificates carry; the second has a leading 0x0A so that
 		// the upper-case hex has a leading zero digit to lose if someone formats it as a number.
 		s1, _ := new(big.Int).SetString("5157F09EFDC096DE15EBE81A47057A7232F1B8E1", 16)
@@ -62,15 +63,6 @@ func testWeChatKeys(tb testing.TB) wechatKeys {
 		tb.Fatal("key generation failed earlier")
 	}
 	return wechatKeysVal
-}
-
-func wechatRSAKey(tb testing.TB) *rsa.PrivateKey {
-	tb.Helper()
-	k, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return k
 }
 
 func wechatSelfSigned(tb testing.TB, key crypto.Signer, serial *big.Int, cn string) *x509.Certificate {

@@ -1,11 +1,40 @@
 package testenv
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/paygw/paygw/payment"
+	"github.com/paygw/paygw/repository"
 )
+
+// InsertOrder inserts a WAIT_PAY order of fen CNY under tradeNo (user 1, one of SKU "S",
+// created now, no idempotency key) and returns tradeNo.
+func InsertOrder(tb testing.TB, db *repository.DB, tradeNo string, fen int64) string {
+	tb.Helper()
+	o := payment.Order{TradeNo: tradeNo, UserID: 1, SKU: "S", Num: 1, AmountFen: fen, Currency: "CNY",
+		CreateTime: time.Now().UTC().Truncate(time.Millisecond)}
+	err := db.InTx(context.Background(), func(tx *repository.Tx) error {
+		return tx.InsertOrder(context.Background(), o, "", "", "")
+	})
+	if err != nil {
+		tb.Fatalf("insert order %s: %v", tradeNo, err)
+	}
+	return tradeNo
+}
+
+// GetOrder reads the order tradeNo, failing tb when it cannot.
+func GetOrder(tb testing.TB, db *repository.DB, tradeNo string) payment.Order {
+	tb.Helper()
+	o, err := db.GetOrder(context.Background(), tradeNo)
+	if err != nil {
+		tb.Fatalf("order %s: %v", tradeNo, err)
+	}
+	return o
+}
 
 // OldRecords adds n idempotent_record rows of status created age ago (UTC, the database's session
 // zone for paygw), keys prefix-0, prefix-1, ...: what purge finds.

@@ -526,3 +526,18 @@ func TokenFile(tb testing.TB) (path, token string) {
 	}
 	return path, token
 }
+
+// AtOnce runs fn(0) to fn(n-1), each in a goroutine of its own, released at the same instant
+// once all have started, and returns when every one has: a race of n callers.
+func AtOnce(n int, fn func(i int)) {
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			fn(i)
+		})
+	}
+	close(start)
+	wg.Wait()
+}

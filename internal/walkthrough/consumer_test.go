@@ -2,14 +2,12 @@ package walkthrough
 
 import (
 	"bufio"
-	"bytes"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,27 +15,9 @@ import (
 	"github.com/paygw/paygw/internal/testenv"
 )
 
-// lockedBuffer is a process's output, read while it runs.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // fulfil builds and starts examples/fulfil on a free port and a database of its own, with secret,
 // and returns its webhook URL, its DSN and its output.
-func fulfil(t *testing.T, repo, dir, secret string) (url, dsn string, out *lockedBuffer) {
+func fulfil(t *testing.T, repo, dir, secret string) (url, dsn string, out *testenv.LogBuffer) {
 	t.Helper()
 	bin := filepath.Join(dir, "fulfil")
 	build := exec.Command("go", "build", "-o", bin, "./examples/fulfil")
@@ -49,7 +29,7 @@ func fulfil(t *testing.T, repo, dir, secret string) (url, dsn string, out *locke
 	addr := "127.0.0.1:" + freePort(t)
 	cmd := exec.Command(bin, "--addr", addr, "--dsn", dsn)
 	cmd.Env = append(os.Environ(), "FULFIL_WEBHOOK_SECRET="+secret)
-	out = &lockedBuffer{}
+	out = &testenv.LogBuffer{}
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	if err := cmd.Start(); err != nil {

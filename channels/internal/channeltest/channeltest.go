@@ -29,6 +29,7 @@ import (
 	"github.com/paygw/paygw/bills"
 	"github.com/paygw/paygw/channels"
 	"github.com/paygw/paygw/config"
+	"github.com/paygw/paygw/internal/testenv"
 	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/simulate"
 )
@@ -63,6 +64,21 @@ func Shared(build func(s *Sandbox) error) func(tb testing.TB) *Sandbox {
 		}
 		return s
 	}
+}
+
+// SharedChannel is Shared for the one channel name under test: its verifier made by fromConfig
+// and its querier by newQuerier, from the configuration that cfg picks out, as serve makes them.
+func SharedChannel[C any, V channels.Channel](name string, cfg func(*config.Config) C,
+	fromConfig func(C) (V, error), newQuerier func(C, V, *http.Client) (channels.Querier, error)) func(tb testing.TB) *Sandbox {
+	return Shared(func(s *Sandbox) error {
+		ch, err := fromConfig(cfg(s.Cfg))
+		if err != nil {
+			return err
+		}
+		s.Channels[name] = ch
+		s.Queriers[name], err = newQuerier(cfg(s.Cfg), ch, nil)
+		return err
+	})
 }
 
 func newSandbox(build func(s *Sandbox) error) (*Sandbox, error) {
@@ -205,22 +221,10 @@ func WantErr(t *testing.T, err, sentinel error, what string) {
 	}
 }
 
-var (
-	rsaKeyOnce sync.Once
-	rsaKey     *rsa.PrivateKey
-)
-
 // NewRSAKey is a 2048-bit key that none of the sandbox's parties holds.
 func NewRSAKey(tb testing.TB) *rsa.PrivateKey {
 	tb.Helper()
-	rsaKeyOnce.Do(func() {
-		k, err := rsa.GenerateKey(rand.Reader, 2048)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		rsaKey = k
-	})
-	return rsaKey
+	return testenv.RSAKey(tb, "channeltest: held by no party")
 }
 
 // WriteKeyFile writes key as PEM into a file of the test's own, and returns its path.
@@ -231,6 +235,36 @@ func WriteKeyFile(tb testing.TB, key *rsa.PrivateKey) string {
 		tb.Fatal(err)
 	}
 	return path
+}
+
+// ReadKeyFile reads the PEM RSA private key at path, as the gateway reads its key files.
+func ReadKeyFile(tb testing.TB, path string) *rsa.PrivateKey {
+	tb.Helper()
+	return readFile(tb, path, channels.ParseRSAPrivateKey)
+}
+
+// ReadCertFile reads the one PEM certificate at path.
+func ReadCertFile(tb testing.TB, path string) *x509.Certificate {
+	tb.Helper()
+	certs := readFile(tb, path, channels.ParseCertificates)
+	if len(certs) != 1 {
+		tb.Fatalf("%s: %d certificates, want one", path, len(certs))
+	}
+	return certs[0]
+}
+
+// readFile is the file at path as parse reads it, failing tb on an error of either.
+func readFile[T any](tb testing.TB, path string, parse func([]byte) (T, error)) T {
+	tb.Helper()
+	b, err := os.ReadFile(path) // #nosec G304 -- a test's own file
+	if err != nil {
+		tb.Fatal(err)
+	}
+	v, err := parse(b)
+	if err != nil {
+		tb.Fatalf("%s: %v", path, err)
+	}
+	return v
 }
 
 // FixedResponse answers every request with status and body, without a network.

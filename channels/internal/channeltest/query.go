@@ -134,18 +134,49 @@ func ServeFake(t *testing.T, dir string, now time.Time) (simulate.Manifest, *sim
 	return man, fake, srv
 }
 
-// AddTrade records tr at fake for channel, paid at paidAt unless tr says when.
-func AddTrade(t *testing.T, fake *simulate.Fake, channel string, tr simulate.FakeTrade, paidAt time.Time) simulate.FakeTrade {
+// FakeEnv is the fake channel over HTTP with fresh sandbox keys made at Now, for the tests of
+// one channel that need keys of their own rather than the Shared sandbox.
+type FakeEnv struct {
+	Channel string // as the fake names it
+	Dir     string // the keys and the manifest
+	Man     simulate.Manifest
+	Fake    *simulate.Fake
+	Srv     *httptest.Server
+	Now     time.Time // UTC, to the second
+}
+
+// NewFakeEnv writes the keys and serves the fake until the test ends (ServeFake).
+func NewFakeEnv(t *testing.T, channel string) *FakeEnv {
 	t.Helper()
-	tr.Channel = channel
+	e := &FakeEnv{Channel: channel, Dir: t.TempDir(), Now: time.Now().UTC().Truncate(time.Second)}
+	e.Man, e.Fake, e.Srv = ServeFake(t, e.Dir, e.Now)
+	return e
+}
+
+// Add records tr at the fake for the env's channel, paid at Now unless tr says when.
+func (e *FakeEnv) Add(t *testing.T, tr simulate.FakeTrade) simulate.FakeTrade {
+	t.Helper()
+	tr.Channel = e.Channel
 	if tr.PaidAt.IsZero() {
-		tr.PaidAt = paidAt
+		tr.PaidAt = e.Now
 	}
-	tr, err := fake.Add(context.Background(), tr)
+	tr, err := e.Fake.Add(context.Background(), tr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return tr
+}
+
+// Ask asks q about tq, failing t on an error, and returns the answer and how many times the fake
+// was asked about tq's trade meanwhile.
+func (e *FakeEnv) Ask(t *testing.T, q channels.Querier, tq channels.TradeQuery) (channels.TradeAnswer, int) {
+	t.Helper()
+	before := e.Fake.Asked(e.Channel, tq.TradeNo)
+	a, err := q.QueryTrade(context.Background(), tq)
+	if err != nil {
+		t.Fatalf("QueryTrade: %v", err)
+	}
+	return a, e.Fake.Asked(e.Channel, tq.TradeNo) - before
 }
 
 // AskNew records tr at the fake and asks the querier of its channel about it. It fails t unless
@@ -206,4 +237,48 @@ func NotAKeyFile(t *testing.T, secret string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// WantUnreachable asks q, a querier sending to a port where nothing answers (ClosedURL), about
+// tq: the query must fail with channels.ErrQueryFailed. The error is returned for the caller's
+// own checks.
+func WantUnreachable(t *testing.T, q channels.Querier, tq channels.TradeQuery) error {
+	t.Helper()
+	_, err := q.QueryTrade(context.Background(), tq)
+	WantErr(t, err, channels.ErrQueryFailed, "a closed port")
+	return err
+}
+
+// WantTransportFailures runs what the sandbox's signed channels share about transport:
+// unreachable, a querier of channel sending to a closed port, fails (WantUnreachable, whose
+// error it returns); the sandbox's querier fails on a cancelled context (WantCanceled) and
+// refuses badTradeNo, which cannot be one of ours, with channels.ErrMalformed.
+func (s *Sandbox) WantTransportFailures(t *testing.T, channel string, unreachable channels.Querier, badTradeNo string) error {
+	t.Helper()
+	err := WantUnreachable(t, unreachable, channels.TradeQuery{TradeNo: "T1"})
+	WantCanceled(t, s.Queriers[channel], channels.TradeQuery{TradeNo: "T1"})
+	_, bad := s.Queriers[channel].QueryTrade(context.Background(), channels.TradeQuery{TradeNo: badTradeNo})
+	WantErr(t, bad, channels.ErrMalformed, "a trade_no that cannot be ours")
+	return err
+}
+
+// ConfigCase is a querier configuration of type C edited one way, and how the constructor must
+// refuse it (WantConfigRefused).
+type ConfigCase[C any] struct {
+	Edit    func(c *C)
+	NoCreds bool   // refused as channels.ErrNoCredentials
+	Key     string // the configuration key the error names
+}
+
+// RunConfigRefusals runs a subtest a case: good edited as the case says must be refused by
+// build, a querier's constructor, as WantConfigRefused says, never showing secret.
+func RunConfigRefusals[C any](t *testing.T, good C, secret string, build func(C) error, cases map[string]ConfigCase[C]) {
+	t.Helper()
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := good
+			tc.Edit(&c)
+			WantConfigRefused(t, build(c), tc.NoCreds, tc.Key, secret)
+		})
+	}
 }
