@@ -78,22 +78,11 @@ type DiscrepancyItem struct {
 	Line string `json:"-"`
 }
 
+// itemRow is a recon_item row: the fields of its find as a run's row holds them (Discrepancy,
+// whose ID is the item's; RunID and ItemID stay unset), and the item's life across the runs.
 type itemRow struct {
-	ID              int64          `db:"id"`
-	Channel         string         `db:"channel"`
+	Discrepancy
 	Source          string         `db:"source"`
-	BillDate        time.Time      `db:"bill_date"`
-	LineKey         string         `db:"line_key"`
-	Class           string         `db:"class"`
-	TradeNo         string         `db:"trade_no"`
-	ChannelTxnID    string         `db:"channel_txn_id"`
-	BillAmountFen   sql.NullInt64  `db:"bill_amount_fen"`
-	LocalAmountFen  sql.NullInt64  `db:"local_amount_fen"`
-	Currency        string         `db:"currency"`
-	LocalStatus     string         `db:"local_status"`
-	Repair          string         `db:"repair"`
-	Detail          string         `db:"detail"`
-	Line            sql.NullString `db:"line"`
 	Status          string         `db:"status"`
 	Found           bool           `db:"found"`
 	FirstRunID      int64          `db:"first_run_id"`
@@ -228,21 +217,17 @@ type SignOff struct {
 	ReopenCount   int        `json:"reopen_count" db:"reopen_count"`
 }
 
+// signOffRow is a recon_signoff row: the sign-off, with the columns SignOff shows otherwise.
 type signOffRow struct {
-	Channel       string        `db:"channel"`
+	SignOff
 	BillDate      time.Time     `db:"bill_date"`
-	Status        string        `db:"status"`
-	SignedOffBy   string        `db:"signed_off_by"`
-	SignedOffAt   time.Time     `db:"signed_off_at"`
-	Note          string        `db:"note"`
 	ReopenedAt    sql.NullTime  `db:"reopened_at"`
 	ReopenedRunID sql.NullInt64 `db:"reopened_run_id"`
-	ReopenCount   int           `db:"reopen_count"`
 }
 
 func (r signOffRow) signOff() SignOff {
-	s := SignOff{Channel: r.Channel, BillDate: r.BillDate.Format(time.DateOnly), Status: r.Status, SignedOffBy: r.SignedOffBy,
-		SignedOffAt: r.SignedOffAt.UTC(), Note: r.Note, ReopenedRunID: nullPtr(r.ReopenedRunID), ReopenCount: r.ReopenCount}
+	s := r.SignOff
+	s.BillDate, s.SignedOffAt, s.ReopenedRunID = r.BillDate.Format(time.DateOnly), s.SignedOffAt.UTC(), nullPtr(r.ReopenedRunID)
 	if r.ReopenedAt.Valid {
 		t := r.ReopenedAt.Time.UTC()
 		s.ReopenedAt = &t
@@ -307,22 +292,10 @@ func (db *DB) ListDiscrepancies(ctx context.Context, runID int64, class string, 
 // EachDiscrepancy calls fn for each of run runID's discrepancies (ListDiscrepancies), in item id
 // order, reading a page at a time: memory stays flat whatever the run's size.
 func (db *DB) EachDiscrepancy(ctx context.Context, runID int64, class string, fn func(DiscrepancyItem) error) error {
-	const batch = 500
-	for cursor := int64(0); ; {
-		rows, err := db.ListDiscrepancies(ctx, runID, class, cursor, batch)
-		if err != nil {
-			return err
-		}
-		for _, r := range rows {
-			if err := fn(r); err != nil {
-				return err
-			}
-			cursor = r.ID
-		}
-		if len(rows) < batch {
-			return nil
-		}
+	page := func(cursor int64, limit int) ([]DiscrepancyItem, error) {
+		return db.ListDiscrepancies(ctx, runID, class, cursor, limit)
 	}
+	return eachPage(page, func(d DiscrepancyItem) int64 { return d.ID }, fn)
 }
 
 // GetDiscrepancy reads one item as its latest find saw it; payment.ErrNotFound if there is none.
@@ -511,17 +484,26 @@ func (db *DB) SignOffs(ctx context.Context, runs []ReconRun) (map[[2]string]Sign
 // EachAnomaly calls fn for every anomaly (of kind, unresolved only when asked), in id order,
 // reading a page at a time.
 func (db *DB) EachAnomaly(ctx context.Context, kind string, unresolved bool, fn func(payment.Anomaly) error) error {
+	page := func(cursor int64, limit int) ([]payment.Anomaly, error) {
+		return db.ListAnomalies(ctx, kind, unresolved, cursor, limit)
+	}
+	return eachPage(page, func(a payment.Anomaly) int64 { return a.ID }, fn)
+}
+
+// eachPage calls fn for each row page reads, in id order, 500 at a time: each page starts after
+// the id of the previous one's last row, so memory stays flat whatever the rows' number.
+func eachPage[T any](page func(cursor int64, limit int) ([]T, error), id func(T) int64, fn func(T) error) error {
 	const batch = 500
 	for cursor := int64(0); ; {
-		rows, err := db.ListAnomalies(ctx, kind, unresolved, cursor, batch)
+		rows, err := page(cursor, batch)
 		if err != nil {
 			return err
 		}
-		for _, a := range rows {
-			if err := fn(a); err != nil {
+		for _, r := range rows {
+			if err := fn(r); err != nil {
 				return err
 			}
-			cursor = a.ID
+			cursor = id(r)
 		}
 		if len(rows) < batch {
 			return nil
