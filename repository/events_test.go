@@ -2,7 +2,6 @@ package repository_test
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -391,11 +390,7 @@ func TestOneInsertPerChange(t *testing.T) {
 // pick by default, every numbered row was written anew, about 3 KB of redo a row instead of 230.
 func TestEventRowsKeepRoomForSeq(t *testing.T) {
 	dsn := testenv.NewDatabase(t)
-	raw, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
+	raw := rawDB(t, dsn)
 	var format string
 	if err := raw.QueryRow(`SELECT ROW_FORMAT FROM information_schema.TABLES
 		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'event'`).Scan(&format); err != nil {

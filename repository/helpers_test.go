@@ -2,6 +2,7 @@ package repository_test
 
 import (
 	"context"
+	"database/sql"
 	"testing"
 
 	"github.com/paygw/paygw/internal/testenv"
@@ -18,4 +19,16 @@ func databaseAt(t *testing.T, version int64) (string, *repository.DB) {
 		t.Fatal(err)
 	}
 	return dsn, db
+}
+
+// rawDB is a plain connection to dsn, closed when the test ends: for what the repository does
+// not show (information_schema, EXPLAIN, a migration run by hand).
+func rawDB(t *testing.T, dsn string) *sql.DB {
+	t.Helper()
+	raw, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = raw.Close() })
+	return raw
 }
