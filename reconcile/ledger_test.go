@@ -61,8 +61,7 @@ func TestIssue20Case01BillNeverCountsARefundTwice(t *testing.T) {
 	at := day.Add(10 * time.Hour).Format(time.RFC3339)
 
 	t.Run("alipay running totals, then the bill's refunds", func(t *testing.T) {
-		tn := w.bareOrder(1000)
-		w.paid(tn, "A1", 1000, day.Add(9*time.Hour))
+		tn := w.paidOrder("A1", 1000, day.Add(9*time.Hour))
 		w.refund("alipay", tn, "A1", "R2", 500, true, payment.OutcomeRefunded) // R1's notice (total 300) still retried
 		lines := []string{fmt.Sprintf("%s,A1,PAY,1000,CNY,%s,", tn, at),
 			fmt.Sprintf("%s,A1,REFUND,300,CNY,%s,R1", tn, at), fmt.Sprintf("%s,A1,REFUND,200,CNY,%s,R2", tn, at)}
@@ -94,8 +93,7 @@ func TestIssue20Case01BillNeverCountsARefundTwice(t *testing.T) {
 		}
 	})
 	t.Run("the refund of a duplicate payment matches its bill line", func(t *testing.T) {
-		tn := w.bareOrder(1000)
-		w.paid(tn, "D1", 1000, day.Add(9*time.Hour))
+		tn := w.paidOrder("D1", 1000, day.Add(9*time.Hour))
 		w.apply(payment.Event{Channel: "alipay", NotifyID: "n-D2", TradeNo: tn, ChannelTxnID: "D2", Kind: payment.KindPaid,
 			Status: "TRADE_SUCCESS", AmountFen: 1000, Currency: "CNY", PaidAt: day.Add(9 * time.Hour), Raw: []byte("D2")}, payment.OutcomeDuplicatePayment)
 		w.refund("alipay", tn, "D2", "RD", 1000, false, payment.OutcomeAnomalyRefunded)
@@ -113,8 +111,7 @@ func TestIssue20Case02EqualRefundsWithoutIDsCountTwice(t *testing.T) {
 	at := day.Add(10 * time.Hour).Format(time.RFC3339)
 
 	t.Run("only the bill knows them", func(t *testing.T) {
-		tn := w.bareOrder(100)
-		w.paid(tn, "E1", 100, day.Add(9*time.Hour))
+		tn := w.paidOrder("E1", 100, day.Add(9*time.Hour))
 		lines := []string{fmt.Sprintf("%s,E1,REFUND,30,CNY,%s,", tn, at), fmt.Sprintf("%s,E1,REFUND,30,CNY,%s,", tn, at)}
 		rep := w.runCSV("alipay", day, lines...)
 		wantCounts(t, "first run", rep, map[string]int{reconcile.ClassRefundChannelOnly: 2, reconcile.ClassRefundMatched: 0})
