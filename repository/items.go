@@ -48,24 +48,30 @@ type Resolution struct {
 	Outcome string    `json:"outcome,omitempty"`
 }
 
+// Finding is what a run found of a bill line (or of an order the bill lacks): its class, the
+// payment on each side, and the repair the run made.
+type Finding struct {
+	Class          string `json:"class"`
+	TradeNo        string `json:"trade_no"`
+	ChannelTxnID   string `json:"channel_txn_id"`
+	BillAmountFen  *int64 `json:"bill_amount_fen"`
+	LocalAmountFen *int64 `json:"local_amount_fen"`
+	Currency       string `json:"currency"`
+	LocalStatus    string `json:"local_status"`
+	Repair         string `json:"repair"`
+	Detail         string `json:"detail,omitempty"`
+}
+
 // DiscrepancyItem is a discrepancy as one run's listing shows it: its stable ID and status, and
-// the fields as that run found it (Found), or, when that run did not find it, as the latest run
+// the Finding as that run found it (Found), or, when that run did not find it, as the latest run
 // that did (LastRunID).
 type DiscrepancyItem struct {
-	ID              int64       `json:"id"`
-	Channel         string      `json:"channel"`
-	Source          string      `json:"source"`
-	BillDate        string      `json:"bill_date"`
-	LineKey         string      `json:"line_key"`
-	Class           string      `json:"class"`
-	TradeNo         string      `json:"trade_no"`
-	ChannelTxnID    string      `json:"channel_txn_id"`
-	BillAmountFen   *int64      `json:"bill_amount_fen"`
-	LocalAmountFen  *int64      `json:"local_amount_fen"`
-	Currency        string      `json:"currency"`
-	LocalStatus     string      `json:"local_status"`
-	Repair          string      `json:"repair"`
-	Detail          string      `json:"detail,omitempty"`
+	ID       int64  `json:"id"`
+	Channel  string `json:"channel"`
+	Source   string `json:"source"`
+	BillDate string `json:"bill_date"`
+	LineKey  string `json:"line_key"`
+	Finding
 	Status          string      `json:"status"`
 	Found           bool        `json:"found"`
 	FirstRunID      int64       `json:"first_run_id"`
@@ -106,8 +112,8 @@ func nullPtr(v sql.NullInt64) *int64 {
 
 func (r itemRow) item() DiscrepancyItem {
 	it := DiscrepancyItem{ID: r.ID, Channel: r.Channel, Source: r.Source, BillDate: r.BillDate.Format(time.DateOnly), LineKey: r.LineKey,
-		Class: r.Class, TradeNo: r.TradeNo, ChannelTxnID: r.ChannelTxnID, BillAmountFen: nullPtr(r.BillAmountFen),
-		LocalAmountFen: nullPtr(r.LocalAmountFen), Currency: r.Currency, LocalStatus: r.LocalStatus, Repair: r.Repair, Detail: r.Detail,
+		Finding: Finding{Class: r.Class, TradeNo: r.TradeNo, ChannelTxnID: r.ChannelTxnID, BillAmountFen: nullPtr(r.BillAmountFen),
+			LocalAmountFen: nullPtr(r.LocalAmountFen), Currency: r.Currency, LocalStatus: r.LocalStatus, Repair: r.Repair, Detail: r.Detail},
 		Status: r.Status, Found: r.Found, FirstRunID: r.FirstRunID, LastRunID: r.LastRunID, RepairedRunID: nullPtr(r.RepairedRunID),
 		RepairedOutcome: r.RepairedOutcome, GoneRunID: nullPtr(r.GoneRunID), Line: r.Line.String}
 	if r.ResolvedAt.Valid {
