@@ -9,6 +9,13 @@ import (
 	"github.com/paygw/paygw/repository"
 )
 
+// newDatabase is a new database, migrated, and its DSN, to put rows in or read them by hand.
+func newDatabase(t *testing.T) (string, *repository.DB) {
+	t.Helper()
+	dsn := testenv.NewDatabase(t)
+	return dsn, testenv.Open(t, dsn)
+}
+
 // databaseAt is a new database migrated up to version and no further, as an older paygw left
 // it: the schema a later migration meets. It returns the DSN too, to put rows in by hand.
 func databaseAt(t *testing.T, version int64) (string, *repository.DB) {
