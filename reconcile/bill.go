@@ -186,8 +186,41 @@ func (j *Job) MatchBill(ctx context.Context, channel string, day time.Time, r bi
 
 // run stages the bill whose first Next gave l, err, classifies it and completes the run.
 func (b *billRun) run(r bills.Reader, l bills.Line, err error, grace time.Duration, progress func(lines int)) error {
-	rep := b.rep
 	// 1. Stage the bill, streaming; each line is judged against the run's day and merchant.
+	if err := b.stage(r, l, err, progress); err != nil {
+		return err
+	}
+	// 2. Whether the bill holds together: its own summary, and what could not be verified.
+	if err := b.checkSummary(r.Summary()); err != nil {
+		return err
+	}
+	if err := b.checkUnverified(); err != nil {
+		return err
+	}
+	// The bill's own totals, and its fees (fees.go).
+	if err := b.checkFees(r.Summary()); err != nil {
+		return err
+	}
+	// 3. Payments, 4. refunds, 5. what we hold that the bill lacks.
+	if err := b.payments(); err != nil {
+		return err
+	}
+	if err := b.refunds(); err != nil {
+		return err
+	}
+	if err := b.localOnly(grace); err != nil {
+		return err
+	}
+	if err := b.flush(); err != nil {
+		return err
+	}
+	return b.complete()
+}
+
+// stage stages the bill's lines, whose first Next gave l, err, a batch at a time: a bad line is
+// counted and quoted, any other error ends the run.
+func (b *billRun) stage(r bills.Reader, l bills.Line, err error, progress func(lines int)) error {
+	rep := b.rep
 	batch := make([]repository.BillLine, 0, stageBatch)
 	for ; ; l, err = r.Next() {
 		if errors.Is(err, io.EOF) {
@@ -229,30 +262,12 @@ func (b *billRun) run(r bills.Reader, l bills.Line, err error, grace time.Durati
 	if progress != nil {
 		progress(rep.Lines)
 	}
-	// 2. Whether the bill holds together: its own summary, and what could not be verified.
-	if err := b.checkSummary(r.Summary()); err != nil {
-		return err
-	}
-	if err := b.checkUnverified(); err != nil {
-		return err
-	}
-	// The bill's own totals, and its fees (fees.go).
-	if err := b.checkFees(r.Summary()); err != nil {
-		return err
-	}
-	// 3. Payments, 4. refunds, 5. what we hold that the bill lacks.
-	if err := b.payments(); err != nil {
-		return err
-	}
-	if err := b.refunds(); err != nil {
-		return err
-	}
-	if err := b.localOnly(grace); err != nil {
-		return err
-	}
-	if err := b.flush(); err != nil {
-		return err
-	}
+	return nil
+}
+
+// complete stores the run's totals and makes it the day's result (repository.CompleteRunReport).
+func (b *billRun) complete() error {
+	rep := b.rep
 	if n := rep.Counts[ClassBadLine]; n > 0 {
 		b.total(ClassBadLine, "", 0, n)
 	}

@@ -24,8 +24,7 @@ func TestIssue20Case07FailedRunLeavesNeighboursAlone(t *testing.T) {
 	day := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -1) // yesterday: the grace has not passed
 	next := day.AddDate(0, 0, 1)
 	cfg := reconcile.BillConfig{Location: time.UTC}
-	late := w.bareOrder(100)
-	w.paid(late, "M1", 100, day.Add(24*time.Hour-time.Minute)) // 23:59: its line is in the next day's bill
+	late := w.paidOrder("M1", 100, day.Add(24*time.Hour-time.Minute)) // 23:59: its line is in the next day's bill
 
 	const header = "trade_no,channel_txn_id,kind,amount_fen,currency,time\n"
 	run := func(d time.Time, bill string) (reconcile.BillReport, error) {

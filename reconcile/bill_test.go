@@ -36,6 +36,14 @@ func (w *world) bareOrder(fen int64) string {
 	return w.order("alipay", fen)
 }
 
+// paidOrder inserts an order of fen CNY (bareOrder) that txn paid at at (paid).
+func (w *world) paidOrder(txn string, fen int64, at time.Time) string {
+	w.t.Helper()
+	tn := w.bareOrder(fen)
+	w.paid(tn, txn, fen, at)
+	return tn
+}
+
 // A bill of one day with every class seeded: each is found, the CHANNEL_ONLY order ends PAID
 // once, the refund the bill proves is applied, and a second run changes nothing.
 func TestBillEveryClass(t *testing.T) {

@@ -230,8 +230,7 @@ func TestUntrustedBillIsNoEvidence(t *testing.T) {
 	now := time.Now().In(cst)
 	day := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, cst).AddDate(0, 0, -1)
 	next := day.AddDate(0, 0, 1)
-	late := w.bareOrder(100)
-	w.paid(late, "L1", 100, next.Add(-time.Minute))
+	late := w.paidOrder("L1", 100, next.Add(-time.Minute))
 	cfg := reconcile.BillConfig{Location: cst, Identity: reconcile.Identity{Account: testPID}}
 	pending := func() int {
 		t.Helper()

@@ -28,6 +28,16 @@ func (w *world) attemptOpen(tradeNo, channel string) bool {
 	return w.count(`SELECT COUNT(*) FROM payment_attempt WHERE trade_no = ? AND channel = ? AND closed_time IS NULL`, tradeNo, channel) > 0
 }
 
+// sentToBoth inserts an order of 19.99 CNY sent to WeChat Pay, whose trade the fake holds in
+// status (its notification dropped), and then to Alipay as well.
+func (w *world) sentToBoth(status string) string {
+	w.t.Helper()
+	tn := w.order("wechatpay", 1999)
+	w.attempt(tn, "alipay", "")
+	w.trade("wechatpay", tn, 1999, status, false)
+	return tn
+}
+
 // wantPaidBy insists the order is PAID by channel, with no anomaly.
 func (w *world) wantPaidBy(tradeNo, channel string) {
 	w.t.Helper()
@@ -114,9 +124,7 @@ func TestIssue20Case03StripeSearchAloneNeverCloses(t *testing.T) {
 // Alipay's TRADE_CLOSED notification closes the same way as its answer: the Alipay attempt only.
 func TestIssue20Case03AlipayCloseNotificationKeepsWeChatAsked(t *testing.T) {
 	w := newWorld(t)
-	tn := w.order("wechatpay", 1999)
-	w.attempt(tn, "alipay", "")
-	w.trade("wechatpay", tn, 1999, simulate.FakePaid, false)
+	tn := w.sentToBoth(simulate.FakePaid)
 	w.trade("alipay", tn, 1999, simulate.FakeClosed, true) // notifies TRADE_CLOSED now
 	if n := w.count(`SELECT COUNT(*) FROM notify_journal WHERE trade_no = ? AND channel = 'alipay' AND source = 'notify' AND event = 'CLOSED'`, tn); n != 1 {
 		t.Fatalf("the close notification journalled %d times, want once", n)
@@ -138,9 +146,7 @@ func TestIssue20Case03AlipayCloseNotificationKeepsWeChatAsked(t *testing.T) {
 // payment that arrives after it is PAID_AFTER_CLOSE, as before.
 func TestIssue20Case03LastCloseClosesTheOrder(t *testing.T) {
 	w := newWorld(t)
-	tn := w.order("wechatpay", 1999)
-	w.attempt(tn, "alipay", "")
-	w.trade("wechatpay", tn, 1999, simulate.FakeClosed, false)
+	tn := w.sentToBoth(simulate.FakeClosed)
 	w.trade("alipay", tn, 1999, simulate.FakeClosed, false)
 	w.run(reconcile.Options{TradeNo: tn, Channel: "alipay"})
 	if st := w.status(tn); st != payment.OrderWaitPay {
@@ -174,9 +180,7 @@ func TestIssue20Case03LastCloseClosesTheOrder(t *testing.T) {
 // order no channel closed stays WAIT_PAY.
 func TestIssue20Case03MaxAgeClosesAfterAnotherChannelClosed(t *testing.T) {
 	w := newWorld(t)
-	tn := w.order("wechatpay", 1999)
-	w.attempt(tn, "alipay", "")
-	w.trade("wechatpay", tn, 1999, simulate.FakePending, false) // NOTPAY, for ever
+	tn := w.sentToBoth(simulate.FakePending) // NOTPAY, for ever
 	w.trade("alipay", tn, 1999, simulate.FakeClosed, false)
 	untouched := w.order("wechatpay", 1999)
 	w.trade("wechatpay", untouched, 1999, simulate.FakePending, false)

@@ -51,6 +51,15 @@ func wantCounts(t *testing.T, what string, rep reconcile.BillReport, want map[st
 	}
 }
 
+// wantLedger checks a report's classes (wantCounts) and, after its run, the order's refunded_fen.
+func (w *world) wantLedger(t *testing.T, what string, rep reconcile.BillReport, counts map[string]int, tradeNo string, refunded int) {
+	t.Helper()
+	wantCounts(t, what, rep, counts)
+	if got := w.refunded(tradeNo); got != refunded {
+		t.Fatalf("%s: refunded_fen = %d, want %d", what, got, refunded)
+	}
+}
+
 // Issue 20, case 1: Alipay's refund_fee and Stripe's amount_refunded are running totals, and a
 // bill lists each refund's own amount. A charge refunded twice (3.00 then 2.00) whose first
 // notification is still being retried: the bill's lines must not add 3.00 and 2.00 on top of the
@@ -61,24 +70,17 @@ func TestIssue20Case01BillNeverCountsARefundTwice(t *testing.T) {
 	at := day.Add(10 * time.Hour).Format(time.RFC3339)
 
 	t.Run("alipay running totals, then the bill's refunds", func(t *testing.T) {
-		tn := w.bareOrder(1000)
-		w.paid(tn, "A1", 1000, day.Add(9*time.Hour))
+		tn := w.paidOrder("A1", 1000, day.Add(9*time.Hour))
 		w.refund("alipay", tn, "A1", "R2", 500, true, payment.OutcomeRefunded) // R1's notice (total 300) still retried
 		lines := []string{fmt.Sprintf("%s,A1,PAY,1000,CNY,%s,", tn, at),
 			fmt.Sprintf("%s,A1,REFUND,300,CNY,%s,R1", tn, at), fmt.Sprintf("%s,A1,REFUND,200,CNY,%s,R2", tn, at)}
 		rep := w.runCSV("alipay", day, lines...)
-		wantCounts(t, "first run", rep, map[string]int{reconcile.ClassRefundChannelOnly: 1, reconcile.ClassRefundMatched: 1,
-			reconcile.ClassRefundAmountMismatch: 0})
-		if got := w.refunded(tn); got != 500 {
-			t.Fatalf("refunded_fen after the bill = %d, want 500", got)
-		}
+		w.wantLedger(t, "first run", rep, map[string]int{reconcile.ClassRefundChannelOnly: 1, reconcile.ClassRefundMatched: 1,
+			reconcile.ClassRefundAmountMismatch: 0}, tn, 500)
 		w.refund("alipay", tn, "A1", "R1", 300, true, payment.OutcomeRefunded) // the late notice of the older total
 		rep = w.runCSV("alipay", day, lines...)
-		wantCounts(t, "re-run", rep, map[string]int{reconcile.ClassRefundMatched: 2, reconcile.ClassRefundChannelOnly: 0,
-			reconcile.ClassRefundAmountMismatch: 0})
-		if got := w.refunded(tn); got != 500 {
-			t.Fatalf("refunded_fen after the late notice and a re-run = %d, want 500", got)
-		}
+		w.wantLedger(t, "re-run", rep, map[string]int{reconcile.ClassRefundMatched: 2, reconcile.ClassRefundChannelOnly: 0,
+			reconcile.ClassRefundAmountMismatch: 0}, tn, 500)
 	})
 	t.Run("stripe amount_refunded, then the bill's refund", func(t *testing.T) {
 		tn := w.order("stripe", 1000)
@@ -94,8 +96,7 @@ func TestIssue20Case01BillNeverCountsARefundTwice(t *testing.T) {
 		}
 	})
 	t.Run("the refund of a duplicate payment matches its bill line", func(t *testing.T) {
-		tn := w.bareOrder(1000)
-		w.paid(tn, "D1", 1000, day.Add(9*time.Hour))
+		tn := w.paidOrder("D1", 1000, day.Add(9*time.Hour))
 		w.apply(payment.Event{Channel: "alipay", NotifyID: "n-D2", TradeNo: tn, ChannelTxnID: "D2", Kind: payment.KindPaid,
 			Status: "TRADE_SUCCESS", AmountFen: 1000, Currency: "CNY", PaidAt: day.Add(9 * time.Hour), Raw: []byte("D2")}, payment.OutcomeDuplicatePayment)
 		w.refund("alipay", tn, "D2", "RD", 1000, false, payment.OutcomeAnomalyRefunded)
@@ -113,19 +114,12 @@ func TestIssue20Case02EqualRefundsWithoutIDsCountTwice(t *testing.T) {
 	at := day.Add(10 * time.Hour).Format(time.RFC3339)
 
 	t.Run("only the bill knows them", func(t *testing.T) {
-		tn := w.bareOrder(100)
-		w.paid(tn, "E1", 100, day.Add(9*time.Hour))
+		tn := w.paidOrder("E1", 100, day.Add(9*time.Hour))
 		lines := []string{fmt.Sprintf("%s,E1,REFUND,30,CNY,%s,", tn, at), fmt.Sprintf("%s,E1,REFUND,30,CNY,%s,", tn, at)}
 		rep := w.runCSV("alipay", day, lines...)
-		wantCounts(t, "first run", rep, map[string]int{reconcile.ClassRefundChannelOnly: 2, reconcile.ClassRefundMatched: 0})
-		if got := w.refunded(tn); got != 60 {
-			t.Fatalf("refunded_fen = %d, want 60", got)
-		}
+		w.wantLedger(t, "first run", rep, map[string]int{reconcile.ClassRefundChannelOnly: 2, reconcile.ClassRefundMatched: 0}, tn, 60)
 		rep = w.runCSV("alipay", day, lines...)
-		wantCounts(t, "re-run", rep, map[string]int{reconcile.ClassRefundChannelOnly: 0, reconcile.ClassRefundMatched: 2})
-		if got := w.refunded(tn); got != 60 {
-			t.Fatalf("refunded_fen after a re-run = %d, want 60", got)
-		}
+		w.wantLedger(t, "re-run", rep, map[string]int{reconcile.ClassRefundChannelOnly: 0, reconcile.ClassRefundMatched: 2}, tn, 60)
 	})
 	t.Run("notifications named them, the bill does not", func(t *testing.T) {
 		tn := w.order("wechatpay", 100)

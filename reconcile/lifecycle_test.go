@@ -93,8 +93,7 @@ func TestRerunKeepsWhatWasRepaired(t *testing.T) {
 func TestPendingGoesWhenTheNextBillHoldsIt(t *testing.T) {
 	w := newWorld(t)
 	day := time.Now().UTC().Truncate(24 * time.Hour)
-	tn := w.bareOrder(100)
-	w.paid(tn, "P1", 100, day.Add(24*time.Hour-time.Minute))
+	tn := w.paidOrder("P1", 100, day.Add(24*time.Hour-time.Minute))
 	first := w.runCSV("alipay", day)
 	pending := w.listing(first.RunID)["P1"]
 	if pending.Class != reconcile.ClassPending || pending.Status != repository.StatusOpen {
@@ -190,8 +189,7 @@ func TestAcceptChannelRefund(t *testing.T) {
 	ctx := context.Background()
 	day := time.Now().UTC().AddDate(0, 0, -9).Truncate(24 * time.Hour)
 	at := day.Add(9 * time.Hour)
-	tn := w.bareOrder(100)
-	w.paid(tn, "RP1", 100, at)
+	tn := w.paidOrder("RP1", 100, at)
 	l := reconcile.BillLineRef{BillLine: repository.BillLine{No: 2, Kind: "REFUND", TradeNo: tn, ChannelTxnID: "RP1", RefundID: "RF1",
 		AmountFen: 30, Currency: "CNY", Time: at}, BillKey: "bill:id:RF1"}
 	raw, _ := json.Marshal(l)

@@ -143,6 +143,13 @@ func (w *world) in(t *testing.T) *world {
 	return &c
 }
 
+// eachChannel runs test once per channel, as a subtest seeing w from it (in).
+func (w *world) eachChannel(t *testing.T, test func(t *testing.T, w *world, ch string)) {
+	for _, ch := range channelNames {
+		t.Run(ch, func(t *testing.T) { test(t, w.in(t), ch) })
+	}
+}
+
 // order inserts a WAIT_PAY order of fen CNY made a while ago, with an attempt on channel.
 func (w *world) order(channel string, fen int64) string {
 	w.t.Helper()
@@ -223,73 +230,67 @@ func (w *world) count(q string, args ...any) int {
 // real notification afterwards is a REPEAT. On every channel.
 func TestDroppedNotificationRepairedOnce(t *testing.T) {
 	w := newWorld(t)
-	for _, ch := range channelNames {
-		t.Run(ch, func(t *testing.T) {
-			w := w.in(t)
-			tn := w.order(ch, 1999)
-			tr := w.trade(ch, tn, 1999, simulate.FakePaid, false)
-			for range 2 {
-				w.run(reconcile.Options{TradeNo: tn})
-			}
-			if st := w.status(tn); st != payment.OrderPaid {
-				t.Fatalf("order %s after the query, want PAID", st)
-			}
-			if n := w.count(`SELECT COUNT(*) FROM idempotent_record WHERE biz_type = 'pay_notify' AND scope = ?`, ch); n != 1 {
-				t.Fatalf("records = %d, want 1", n)
-			}
-			if n := w.count(`SELECT COUNT(*) FROM notify_journal WHERE trade_no = ? AND source = 'query' AND notify_id LIKE 'query:%'`, tn); n != 1 {
-				t.Fatalf("journal rows from the query = %d, want 1", n)
-			}
-			if r := w.notify(tr); r.Err != nil || r.Status/100 != 2 && r.Status != http.StatusNoContent {
-				t.Fatalf("late notification: %+v", r)
-			}
-			if n := w.count(`SELECT COUNT(*) FROM notify_journal WHERE trade_no = ? AND source = 'notify' AND outcome = 'REPEAT'`, tn); n != 1 {
-				t.Fatalf("late notification journalled as REPEAT %d times, want 1", n)
-			}
-			if n := w.count(`SELECT COUNT(*) FROM idempotent_record WHERE biz_type = 'pay_notify' AND scope = ?`, ch); n != 1 {
-				t.Fatalf("records after the late notification = %d, want 1", n)
-			}
-		})
-	}
+	w.eachChannel(t, func(t *testing.T, w *world, ch string) {
+		tn := w.order(ch, 1999)
+		tr := w.trade(ch, tn, 1999, simulate.FakePaid, false)
+		for range 2 {
+			w.run(reconcile.Options{TradeNo: tn})
+		}
+		if st := w.status(tn); st != payment.OrderPaid {
+			t.Fatalf("order %s after the query, want PAID", st)
+		}
+		if n := w.count(`SELECT COUNT(*) FROM idempotent_record WHERE biz_type = 'pay_notify' AND scope = ?`, ch); n != 1 {
+			t.Fatalf("records = %d, want 1", n)
+		}
+		if n := w.count(`SELECT COUNT(*) FROM notify_journal WHERE trade_no = ? AND source = 'query' AND notify_id LIKE 'query:%'`, tn); n != 1 {
+			t.Fatalf("journal rows from the query = %d, want 1", n)
+		}
+		if r := w.notify(tr); r.Err != nil || r.Status/100 != 2 && r.Status != http.StatusNoContent {
+			t.Fatalf("late notification: %+v", r)
+		}
+		if n := w.count(`SELECT COUNT(*) FROM notify_journal WHERE trade_no = ? AND source = 'notify' AND outcome = 'REPEAT'`, tn); n != 1 {
+			t.Fatalf("late notification journalled as REPEAT %d times, want 1", n)
+		}
+		if n := w.count(`SELECT COUNT(*) FROM idempotent_record WHERE biz_type = 'pay_notify' AND scope = ?`, ch); n != 1 {
+			t.Fatalf("records after the late notification = %d, want 1", n)
+		}
+	})
 }
 
 // Answers that say "not paid (yet)" change nothing but the attempt's next question; a closed
 // trade closes the order.
 func TestNotPaidAndClosedAnswers(t *testing.T) {
 	w := newWorld(t)
-	for _, ch := range channelNames {
-		t.Run(ch, func(t *testing.T) {
-			w := w.in(t)
-			unknown := w.order(ch, 100) // the fake never heard of it
-			pending := w.order(ch, 100)
-			w.trade(ch, pending, 100, simulate.FakePending, false)
-			closed := w.order(ch, 100)
-			tr := w.trade(ch, closed, 100, simulate.FakeClosed, false)
-			if ch == "stripe" { // Stripe closes by the PaymentIntent retrieved by id only
-				w.attempt(closed, ch, tr.TxnID)
+	w.eachChannel(t, func(t *testing.T, w *world, ch string) {
+		unknown := w.order(ch, 100) // the fake never heard of it
+		pending := w.order(ch, 100)
+		w.trade(ch, pending, 100, simulate.FakePending, false)
+		closed := w.order(ch, 100)
+		tr := w.trade(ch, closed, 100, simulate.FakeClosed, false)
+		if ch == "stripe" { // Stripe closes by the PaymentIntent retrieved by id only
+			w.attempt(closed, ch, tr.TxnID)
+		}
+		for _, tn := range []string{unknown, pending, closed} {
+			w.run(reconcile.Options{TradeNo: tn})
+		}
+		for _, tn := range []string{unknown, pending} {
+			if st := w.status(tn); st != payment.OrderWaitPay {
+				t.Fatalf("%s is %s after a not-paid answer", tn, st)
 			}
-			for _, tn := range []string{unknown, pending, closed} {
-				w.run(reconcile.Options{TradeNo: tn})
+			if n := w.count(`SELECT COUNT(*) FROM payment_attempt WHERE trade_no = ? AND query_count = 1 AND last_answer = 'NOT_PAID' AND next_query_at > NOW(3)`, tn); n != 1 {
+				t.Fatalf("attempt of %s not marked asked, NOT_PAID, asked again later", tn)
 			}
-			for _, tn := range []string{unknown, pending} {
-				if st := w.status(tn); st != payment.OrderWaitPay {
-					t.Fatalf("%s is %s after a not-paid answer", tn, st)
-				}
-				if n := w.count(`SELECT COUNT(*) FROM payment_attempt WHERE trade_no = ? AND query_count = 1 AND last_answer = 'NOT_PAID' AND next_query_at > NOW(3)`, tn); n != 1 {
-					t.Fatalf("attempt of %s not marked asked, NOT_PAID, asked again later", tn)
-				}
-			}
-			// UnionPay's query reports a failed consume, which is final for that orderId and
-			// txnTime only: the buyer may pay again, so the order is left for its own timeout.
-			want := payment.OrderClosed
-			if ch == "unionpay" {
-				want = payment.OrderWaitPay
-			}
-			if st := w.status(closed); st != want {
-				t.Fatalf("closed trade: order %s, want %s", st, want)
-			}
-		})
-	}
+		}
+		// UnionPay's query reports a failed consume, which is final for that orderId and
+		// txnTime only: the buyer may pay again, so the order is left for its own timeout.
+		want := payment.OrderClosed
+		if ch == "unionpay" {
+			want = payment.OrderWaitPay
+		}
+		if st := w.status(closed); st != want {
+			t.Fatalf("closed trade: order %s, want %s", st, want)
+		}
+	})
 }
 
 // Two runs at once and the notifications of the same orders: each order PAID once, one record.
@@ -379,29 +380,26 @@ func TestLeaseOneReplicaAtATime(t *testing.T) {
 // and says so.
 func TestUnverifiedAnswerChangesNothing(t *testing.T) {
 	w := newWorld(t)
-	for _, ch := range channelNames {
-		t.Run(ch, func(t *testing.T) {
-			w := w.in(t)
-			tn := w.order(ch, 1999)
-			w.trade(ch, tn, 1999, simulate.FakePaid, false)
-			w.fake.Break(ch, true)
-			defer w.fake.Break(ch, false)
-			sum, out := w.run(reconcile.Options{TradeNo: tn})
-			if st := w.status(tn); st != payment.OrderWaitPay {
-				t.Fatalf("order %s after a broken answer", st)
-			}
-			want := "UNVERIFIED"
-			if ch == "stripe" { // Stripe's answers come over its API, not signed: a 500 is a failure
-				want = "FAILED"
-			}
-			if n := w.count(`SELECT COUNT(*) FROM payment_attempt WHERE trade_no = ? AND last_answer = ?`, tn, want); n != 1 || sum.Unverified+sum.Failed != 1 {
-				t.Fatalf("attempt not marked %s (summary %+v):\n%s", want, sum, out)
-			}
-			w.fake.Break(ch, false)
-			w.run(reconcile.Options{TradeNo: tn})
-			if st := w.status(tn); st != payment.OrderPaid {
-				t.Fatalf("order %s once the channel answers properly, want PAID", st)
-			}
-		})
-	}
+	w.eachChannel(t, func(t *testing.T, w *world, ch string) {
+		tn := w.order(ch, 1999)
+		w.trade(ch, tn, 1999, simulate.FakePaid, false)
+		w.fake.Break(ch, true)
+		defer w.fake.Break(ch, false)
+		sum, out := w.run(reconcile.Options{TradeNo: tn})
+		if st := w.status(tn); st != payment.OrderWaitPay {
+			t.Fatalf("order %s after a broken answer", st)
+		}
+		want := "UNVERIFIED"
+		if ch == "stripe" { // Stripe's answers come over its API, not signed: a 500 is a failure
+			want = "FAILED"
+		}
+		if n := w.count(`SELECT COUNT(*) FROM payment_attempt WHERE trade_no = ? AND last_answer = ?`, tn, want); n != 1 || sum.Unverified+sum.Failed != 1 {
+			t.Fatalf("attempt not marked %s (summary %+v):\n%s", want, sum, out)
+		}
+		w.fake.Break(ch, false)
+		w.run(reconcile.Options{TradeNo: tn})
+		if st := w.status(tn); st != payment.OrderPaid {
+			t.Fatalf("order %s once the channel answers properly, want PAID", st)
+		}
+	})
 }

@@ -2,7 +2,6 @@ package repository_test
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -153,8 +152,7 @@ func TestStateChangesWriteTheirEvents(t *testing.T) {
 // An event exists if and only if its change committed: a transaction that fails after writing
 // the change and its event leaves neither.
 func TestRolledBackChangeLeavesNoEvent(t *testing.T) {
-	dsn := testenv.NewDatabase(t)
-	db := testenv.Open(t, dsn)
+	dsn, db := newDatabase(t)
 	ctx := context.Background()
 	newOrders(t, db, "A", "B")
 	boom := errors.New("boom")
@@ -245,8 +243,7 @@ func TestFeedNeverSkipsALateCommit(t *testing.T) {
 // Two sequencers at once (a lease lost and taken over) never give one seq twice nor one event
 // two seqs.
 func TestConcurrentSequencersNumberOnce(t *testing.T) {
-	dsn := testenv.NewDatabase(t)
-	db := testenv.Open(t, dsn)
+	dsn, db := newDatabase(t)
 	ctx := context.Background()
 	var tns []string
 	for i := range 200 {
@@ -297,8 +294,7 @@ func TestConcurrentSequencersNumberOnce(t *testing.T) {
 // Numbered events past retention go in batches of at most 1,000; events not numbered yet stay
 // whatever their age, and so do younger ones.
 func TestPurgeEvents(t *testing.T) {
-	dsn := testenv.NewDatabase(t)
-	db := testenv.Open(t, dsn)
+	dsn, db := newDatabase(t)
 	const month = 720 * time.Hour
 	testenv.OldEvents(t, dsn, "old", 1500, 1, 31*24*time.Hour)
 	testenv.OldEvents(t, dsn, "unnumbered", 3, 0, 40*24*time.Hour)
@@ -325,8 +321,7 @@ func TestPurgeEvents(t *testing.T) {
 // its age: the next event is numbered after it, not from 1 again, so no feed or webhook cursor
 // is left pointing past the numbering.
 func TestPurgeKeepsTheHighestSeq(t *testing.T) {
-	dsn := testenv.NewDatabase(t)
-	db := testenv.Open(t, dsn)
+	dsn, db := newDatabase(t)
 	ctx := context.Background()
 	testenv.OldEvents(t, dsn, "old", 5, 0, 40*24*time.Hour)
 	if n, err := db.SequenceEvents(ctx, 100); err != nil || n != 5 {
@@ -391,11 +386,7 @@ func TestOneInsertPerChange(t *testing.T) {
 // pick by default, every numbered row was written anew, about 3 KB of redo a row instead of 230.
 func TestEventRowsKeepRoomForSeq(t *testing.T) {
 	dsn := testenv.NewDatabase(t)
-	raw, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
+	raw := rawDB(t, dsn)
 	var format string
 	if err := raw.QueryRow(`SELECT ROW_FORMAT FROM information_schema.TABLES
 		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'event'`).Scan(&format); err != nil {

@@ -89,11 +89,7 @@ func TestGaleraWatcherReadsAreCausal(t *testing.T) {
 func lagging(t *testing.T, dsn string) (plain *sql.DB, release func()) {
 	t.Helper()
 	ctx := context.Background()
-	plain, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = plain.Close() })
+	plain = rawDB(t, dsn)
 	hold, err := plain.Conn(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -162,11 +158,7 @@ func TestGaleraDuplicateKeyFailsAtCommit(t *testing.T) {
 	dsns := testenv.GaleraDatabase(t)
 	ctx := context.Background()
 	n1 := testenv.Open(t, dsns[0])
-	raw, err := sql.Open("mysql", dsns[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
+	raw := rawDB(t, dsns[1])
 	key := "cert-" + testenv.Random(6)
 	tx, err := raw.BeginTx(ctx, nil)
 	if err != nil {
@@ -205,11 +197,7 @@ func TestGaleraNodeOutsidePrimaryIsReadOnly(t *testing.T) {
 	}
 	cfg.DBName = "paygw" // made by galera.sh up
 	db := testenv.Open(t, cfg.FormatDSN())
-	root, err := sql.Open("mysql", servers[2])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
+	root := rawDB(t, servers[2])
 	isolate := func(v string) {
 		t.Helper()
 		if _, err := root.ExecContext(ctx, "SET GLOBAL wsrep_provider_options = 'gmcast.isolate="+v+"'"); err != nil {

@@ -34,30 +34,24 @@ func (tx *Tx) LockPayable(ctx context.Context, pays []PaidItem) (map[string]Paid
 			AND r.channel_txn_id IN (` + placeholders(len(pays), "?") + `) AND r.status = 'PENDING'
 			AND r.trade_no IN (o.trade_no, ''))
 		FOR UPDATE`
-	args := make([]any, 0, 3*len(pays))
-	for _, p := range pays {
-		args = append(args, p.TradeNo)
+	n := len(pays)
+	args := make([]any, 3*n) // the trade_nos, then the channels, then the transactions
+	for i, p := range pays {
+		args[i], args[n+i], args[2*n+i] = p.TradeNo, p.Channel, p.ChannelTxnID
 	}
-	for _, p := range pays {
-		args = append(args, p.Channel)
+	var rows []struct {
+		TradeNo   string `db:"trade_no"`
+		AmountFen int64  `db:"amount_fen"`
+		Currency  string `db:"currency"`
 	}
-	for _, p := range pays {
-		args = append(args, p.ChannelTxnID)
-	}
-	rows, err := tx.x.QueryContext(ctx, q, args...)
-	if err != nil {
+	if err := tx.x.SelectContext(ctx, &rows, q, args...); err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	out := make(map[string]PaidItem, len(pays))
-	for rows.Next() {
-		var it PaidItem
-		if err := rows.Scan(&it.TradeNo, &it.AmountFen, &it.Currency); err != nil {
-			return nil, err
-		}
-		out[it.TradeNo] = it
+	out := make(map[string]PaidItem, len(rows))
+	for _, r := range rows {
+		out[r.TradeNo] = PaidItem{TradeNo: r.TradeNo, AmountFen: r.AmountFen, Currency: r.Currency}
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // MarkPaidGroup moves every order of items (locked by LockPayable, distinct trade_nos) from

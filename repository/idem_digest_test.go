@@ -45,11 +45,7 @@ func TestCompactIdemKey(t *testing.T) {
 			t.Fatalf("claim %q: %v", k, err)
 		}
 	}
-	raw, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
+	raw := rawDB(t, dsn)
 	for _, k := range keys {
 		var got []byte
 		if err := raw.QueryRow(`SELECT idem_digest FROM idempotent_record WHERE idem_key = ? AND biz_type = ? AND scope = ?`,

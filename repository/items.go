@@ -48,24 +48,30 @@ type Resolution struct {
 	Outcome string    `json:"outcome,omitempty"`
 }
 
+// Finding is what a run found of a bill line (or of an order the bill lacks): its class, the
+// payment on each side, and the repair the run made.
+type Finding struct {
+	Class          string `json:"class"`
+	TradeNo        string `json:"trade_no"`
+	ChannelTxnID   string `json:"channel_txn_id"`
+	BillAmountFen  *int64 `json:"bill_amount_fen"`
+	LocalAmountFen *int64 `json:"local_amount_fen"`
+	Currency       string `json:"currency"`
+	LocalStatus    string `json:"local_status"`
+	Repair         string `json:"repair"`
+	Detail         string `json:"detail,omitempty"`
+}
+
 // DiscrepancyItem is a discrepancy as one run's listing shows it: its stable ID and status, and
-// the fields as that run found it (Found), or, when that run did not find it, as the latest run
+// the Finding as that run found it (Found), or, when that run did not find it, as the latest run
 // that did (LastRunID).
 type DiscrepancyItem struct {
-	ID              int64       `json:"id"`
-	Channel         string      `json:"channel"`
-	Source          string      `json:"source"`
-	BillDate        string      `json:"bill_date"`
-	LineKey         string      `json:"line_key"`
-	Class           string      `json:"class"`
-	TradeNo         string      `json:"trade_no"`
-	ChannelTxnID    string      `json:"channel_txn_id"`
-	BillAmountFen   *int64      `json:"bill_amount_fen"`
-	LocalAmountFen  *int64      `json:"local_amount_fen"`
-	Currency        string      `json:"currency"`
-	LocalStatus     string      `json:"local_status"`
-	Repair          string      `json:"repair"`
-	Detail          string      `json:"detail,omitempty"`
+	ID       int64  `json:"id"`
+	Channel  string `json:"channel"`
+	Source   string `json:"source"`
+	BillDate string `json:"bill_date"`
+	LineKey  string `json:"line_key"`
+	Finding
 	Status          string      `json:"status"`
 	Found           bool        `json:"found"`
 	FirstRunID      int64       `json:"first_run_id"`
@@ -78,22 +84,11 @@ type DiscrepancyItem struct {
 	Line string `json:"-"`
 }
 
+// itemRow is a recon_item row: the fields of its find as a run's row holds them (Discrepancy,
+// whose ID is the item's; RunID and ItemID stay unset), and the item's life across the runs.
 type itemRow struct {
-	ID              int64          `db:"id"`
-	Channel         string         `db:"channel"`
+	Discrepancy
 	Source          string         `db:"source"`
-	BillDate        time.Time      `db:"bill_date"`
-	LineKey         string         `db:"line_key"`
-	Class           string         `db:"class"`
-	TradeNo         string         `db:"trade_no"`
-	ChannelTxnID    string         `db:"channel_txn_id"`
-	BillAmountFen   sql.NullInt64  `db:"bill_amount_fen"`
-	LocalAmountFen  sql.NullInt64  `db:"local_amount_fen"`
-	Currency        string         `db:"currency"`
-	LocalStatus     string         `db:"local_status"`
-	Repair          string         `db:"repair"`
-	Detail          string         `db:"detail"`
-	Line            sql.NullString `db:"line"`
 	Status          string         `db:"status"`
 	Found           bool           `db:"found"`
 	FirstRunID      int64          `db:"first_run_id"`
@@ -117,8 +112,8 @@ func nullPtr(v sql.NullInt64) *int64 {
 
 func (r itemRow) item() DiscrepancyItem {
 	it := DiscrepancyItem{ID: r.ID, Channel: r.Channel, Source: r.Source, BillDate: r.BillDate.Format(time.DateOnly), LineKey: r.LineKey,
-		Class: r.Class, TradeNo: r.TradeNo, ChannelTxnID: r.ChannelTxnID, BillAmountFen: nullPtr(r.BillAmountFen),
-		LocalAmountFen: nullPtr(r.LocalAmountFen), Currency: r.Currency, LocalStatus: r.LocalStatus, Repair: r.Repair, Detail: r.Detail,
+		Finding: Finding{Class: r.Class, TradeNo: r.TradeNo, ChannelTxnID: r.ChannelTxnID, BillAmountFen: nullPtr(r.BillAmountFen),
+			LocalAmountFen: nullPtr(r.LocalAmountFen), Currency: r.Currency, LocalStatus: r.LocalStatus, Repair: r.Repair, Detail: r.Detail},
 		Status: r.Status, Found: r.Found, FirstRunID: r.FirstRunID, LastRunID: r.LastRunID, RepairedRunID: nullPtr(r.RepairedRunID),
 		RepairedOutcome: r.RepairedOutcome, GoneRunID: nullPtr(r.GoneRunID), Line: r.Line.String}
 	if r.ResolvedAt.Valid {
@@ -228,21 +223,17 @@ type SignOff struct {
 	ReopenCount   int        `json:"reopen_count" db:"reopen_count"`
 }
 
+// signOffRow is a recon_signoff row: the sign-off, with the columns SignOff shows otherwise.
 type signOffRow struct {
-	Channel       string        `db:"channel"`
+	SignOff
 	BillDate      time.Time     `db:"bill_date"`
-	Status        string        `db:"status"`
-	SignedOffBy   string        `db:"signed_off_by"`
-	SignedOffAt   time.Time     `db:"signed_off_at"`
-	Note          string        `db:"note"`
 	ReopenedAt    sql.NullTime  `db:"reopened_at"`
 	ReopenedRunID sql.NullInt64 `db:"reopened_run_id"`
-	ReopenCount   int           `db:"reopen_count"`
 }
 
 func (r signOffRow) signOff() SignOff {
-	s := SignOff{Channel: r.Channel, BillDate: r.BillDate.Format(time.DateOnly), Status: r.Status, SignedOffBy: r.SignedOffBy,
-		SignedOffAt: r.SignedOffAt.UTC(), Note: r.Note, ReopenedRunID: nullPtr(r.ReopenedRunID), ReopenCount: r.ReopenCount}
+	s := r.SignOff
+	s.BillDate, s.SignedOffAt, s.ReopenedRunID = r.BillDate.Format(time.DateOnly), s.SignedOffAt.UTC(), nullPtr(r.ReopenedRunID)
 	if r.ReopenedAt.Valid {
 		t := r.ReopenedAt.Time.UTC()
 		s.ReopenedAt = &t
@@ -307,22 +298,10 @@ func (db *DB) ListDiscrepancies(ctx context.Context, runID int64, class string, 
 // EachDiscrepancy calls fn for each of run runID's discrepancies (ListDiscrepancies), in item id
 // order, reading a page at a time: memory stays flat whatever the run's size.
 func (db *DB) EachDiscrepancy(ctx context.Context, runID int64, class string, fn func(DiscrepancyItem) error) error {
-	const batch = 500
-	for cursor := int64(0); ; {
-		rows, err := db.ListDiscrepancies(ctx, runID, class, cursor, batch)
-		if err != nil {
-			return err
-		}
-		for _, r := range rows {
-			if err := fn(r); err != nil {
-				return err
-			}
-			cursor = r.ID
-		}
-		if len(rows) < batch {
-			return nil
-		}
+	page := func(cursor int64, limit int) ([]DiscrepancyItem, error) {
+		return db.ListDiscrepancies(ctx, runID, class, cursor, limit)
 	}
+	return eachPage(page, func(d DiscrepancyItem) int64 { return d.ID }, fn)
 }
 
 // GetDiscrepancy reads one item as its latest find saw it; payment.ErrNotFound if there is none.
@@ -511,17 +490,26 @@ func (db *DB) SignOffs(ctx context.Context, runs []ReconRun) (map[[2]string]Sign
 // EachAnomaly calls fn for every anomaly (of kind, unresolved only when asked), in id order,
 // reading a page at a time.
 func (db *DB) EachAnomaly(ctx context.Context, kind string, unresolved bool, fn func(payment.Anomaly) error) error {
+	page := func(cursor int64, limit int) ([]payment.Anomaly, error) {
+		return db.ListAnomalies(ctx, kind, unresolved, cursor, limit)
+	}
+	return eachPage(page, func(a payment.Anomaly) int64 { return a.ID }, fn)
+}
+
+// eachPage calls fn for each row page reads, in id order, 500 at a time: each page starts after
+// the id of the previous one's last row, so memory stays flat whatever the rows' number.
+func eachPage[T any](page func(cursor int64, limit int) ([]T, error), id func(T) int64, fn func(T) error) error {
 	const batch = 500
 	for cursor := int64(0); ; {
-		rows, err := db.ListAnomalies(ctx, kind, unresolved, cursor, batch)
+		rows, err := page(cursor, batch)
 		if err != nil {
 			return err
 		}
-		for _, a := range rows {
-			if err := fn(a); err != nil {
+		for _, r := range rows {
+			if err := fn(r); err != nil {
 				return err
 			}
-			cursor = a.ID
+			cursor = id(r)
 		}
 		if len(rows) < batch {
 			return nil

@@ -2,7 +2,6 @@ package repository_test
 
 import (
 	"context"
-	"database/sql"
 	"testing"
 
 	"github.com/pressly/goose/v3"
@@ -16,11 +15,7 @@ import (
 // no longer found it; and it goes back down.
 func TestMigration21MakesItems(t *testing.T) {
 	dsn := testenv.EmptyDatabase(t)
-	x, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Close()
+	x := rawDB(t, dsn)
 	ctx := context.Background()
 	p, err := goose.NewProvider(goose.DialectMySQL, x, migrations.FS)
 	if err != nil {

@@ -13,8 +13,7 @@ import (
 // Rows past retention go in batches of at most 1,000; processing records, younger rows,
 // anomalies and the journal within its own retention stay.
 func TestPurgeRecordsInBatches(t *testing.T) {
-	dsn := testenv.NewDatabase(t)
-	db := testenv.Open(t, dsn)
+	dsn, db := newDatabase(t)
 	ctx := context.Background()
 	const week = 168 * time.Hour
 	testenv.OldRecords(t, dsn, "old-ok", 2300, repository.StatusSuccess, 10*24*time.Hour)
@@ -60,8 +59,7 @@ func TestPurgeRecordsInBatches(t *testing.T) {
 // The walk stops at the first range of rows within retention, and finds old rows anywhere
 // before it, across gaps in the ids.
 func TestPurgeAcrossIDGaps(t *testing.T) {
-	dsn := testenv.NewDatabase(t)
-	db := testenv.Open(t, dsn)
+	dsn, db := newDatabase(t)
 	testenv.OldRecords(t, dsn, "a", 1500, repository.StatusSuccess, 200*time.Hour)
 	testenv.Exec(t, dsn, `ALTER TABLE idempotent_record AUTO_INCREMENT = 1000000`)
 	testenv.OldRecords(t, dsn, "b", 1200, repository.StatusFailed, 100*time.Hour)
@@ -79,8 +77,7 @@ func TestPurgeAcrossIDGaps(t *testing.T) {
 }
 
 func TestPurgeJournal(t *testing.T) {
-	dsn := testenv.NewDatabase(t)
-	db := testenv.Open(t, dsn)
+	dsn, db := newDatabase(t)
 	testenv.OldJournal(t, dsn, "old", 1001, 401*24*time.Hour)
 	testenv.OldJournal(t, dsn, "young", 3, 399*24*time.Hour)
 	got, err := db.PurgeJournal(context.Background(), 9600*time.Hour, nil)
@@ -99,8 +96,7 @@ func TestPurgeJournal(t *testing.T) {
 // not lower RecordHighWater (what the restore detector compares with the markers' mark), nor
 // touch the epoch's changed_time; a record committed later raises it as before.
 func TestPurgeKeepsRecordHighWater(t *testing.T) {
-	dsn := testenv.NewDatabase(t)
-	db := testenv.Open(t, dsn)
+	dsn, db := newDatabase(t)
 	ctx := context.Background()
 	testenv.OldRecords(t, dsn, "old", 1500, repository.StatusSuccess, 30*24*time.Hour)
 	testenv.OldRecords(t, dsn, "older", 3, repository.StatusFailed, 40*24*time.Hour) // larger ids, older times

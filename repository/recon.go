@@ -10,8 +10,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/jmoiron/sqlx"
 )
 
 // Run sources: where a run's lines came from. A day has one result per (channel, source), so a
@@ -397,15 +395,12 @@ type LocalPayment struct {
 // whose payment no PAY line of the runs runIDs shows (the running run's own, and its neighbour
 // days' evidence runs).
 func (db *DB) LocalOnly(ctx context.Context, channel string, from, to time.Time, runIDs []int64, afterID int64, batch int) ([]LocalPayment, error) {
-	q, args, err := sqlx.In(`SELECT o.id, o.trade_no, o.channel_txn_id, o.amount_fen, o.currency, o.paid_time FROM orders o
+	const q = `SELECT o.id, o.trade_no, o.channel_txn_id, o.amount_fen, o.currency, o.paid_time FROM orders o
 		WHERE o.channel = ? AND o.paid_time >= ? AND o.paid_time < ? AND o.status = 'PAID' AND o.id > ?
 		  AND NOT EXISTS (SELECT 1 FROM recon_line l WHERE l.run_id IN (?) AND l.kind = 'PAY' AND l.channel_txn_id = o.channel_txn_id)
-		ORDER BY o.id LIMIT ?`, channel, from, to, afterID, runIDs, batch)
-	if err != nil {
-		return nil, err
-	}
+		ORDER BY o.id LIMIT ?`
 	var rows []LocalPayment
-	err = db.x.SelectContext(ctx, &rows, q, args...)
+	err := selectIn(ctx, db.x, &rows, q, channel, from, to, afterID, runIDs, batch)
 	return rows, err
 }
 

@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"strings"
-
-	"github.com/jmoiron/sqlx"
 )
 
 // RunTotal is a bill run's own totals in one currency of its lines (recon_run_total): what the
@@ -60,12 +58,9 @@ func (db *DB) RunTotals(ctx context.Context, runIDs []int64) (map[int64][]RunTot
 	if len(runIDs) == 0 {
 		return out, nil
 	}
-	q, args, err := sqlx.In(`SELECT `+runTotalColumns+` FROM recon_run_total WHERE run_id IN (?) ORDER BY run_id, currency`, runIDs)
-	if err != nil {
-		return nil, err
-	}
+	const q = `SELECT ` + runTotalColumns + ` FROM recon_run_total WHERE run_id IN (?) ORDER BY run_id, currency`
 	var rows []RunTotal
-	if err := db.x.SelectContext(ctx, &rows, q, args...); err != nil {
+	if err := selectIn(ctx, db.x, &rows, q, runIDs); err != nil {
 		return nil, err
 	}
 	for _, r := range rows {

@@ -340,3 +340,13 @@ func selectAll[R, T any](ctx context.Context, db *DB, conv func(R) T, q string, 
 	}
 	return out, nil
 }
+
+// selectIn is SelectContext for a query with IN (?) lists: sqlx.In expands each slice argument
+// into as many placeholders as it has values.
+func selectIn(ctx context.Context, x reader, dest any, q string, args ...any) error {
+	q, args, err := sqlx.In(q, args...)
+	if err != nil {
+		return err
+	}
+	return x.SelectContext(ctx, dest, q, args...)
+}

@@ -16,8 +16,7 @@ import (
 // Two transactions take the same two stock rows in opposite orders: MariaDB kills one with a
 // deadlock (1213), and InTx must run that one again so both commit.
 func TestInTxRetriesDeadlocks(t *testing.T) {
-	dsn := testenv.NewDatabase(t)
-	db := testenv.Open(t, dsn)
+	db := testenv.DB(t)
 	ctx := context.Background()
 	for _, sku := range []string{"A", "B"} {
 		if err := db.PutStock(ctx, payment.Stock{SKU: sku, Num: 10, PriceFen: 1}); err != nil {

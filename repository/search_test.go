@@ -20,11 +20,7 @@ func TestSearchOrdersUsesIndexes(t *testing.T) {
 			IF(seq % 3 = 0, ELT(1 + seq % 4, 'alipay', 'wechatpay', 'stripe', 'unionpay'), NULL),
 			IF(seq % 3 = 0, CONCAT('X', seq), NULL), CONCAT('M', seq), NOW(3) - INTERVAL seq SECOND FROM seq_1_to_20000`)
 	testenv.Exec(t, dsn, `ANALYZE TABLE orders`)
-	raw, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
+	raw := rawDB(t, dsn)
 	db := testenv.Open(t, dsn)
 	now := time.Now()
 	for want, f := range map[string]repository.OrderFilter{

@@ -57,8 +57,7 @@ func withoutZeros(scrape string) (string, int) {
 // Rows in the database are what the gauges report, and a new process over the same database (a
 // restart) reports the same: nothing lives in one replica's memory.
 func TestStoredStateGauges(t *testing.T) {
-	dsn := testenv.NewDatabase(t)
-	db := testenv.Open(t, dsn)
+	dsn, db := newDatabase(t)
 	ctx := context.Background()
 	day := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	finished := time.Date(2026, 12, 2, 1, 0, 0, 0, time.UTC)

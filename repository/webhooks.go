@@ -165,12 +165,8 @@ func (tx *Tx) pendingOrders(ctx context.Context, endpoint string, rows []NewDeli
 		trades[i] = r.Event.TradeNo
 	}
 	const q = `SELECT trade_no FROM webhook_delivery WHERE endpoint = ? AND trade_no IN (?) AND status = 'pending' FOR UPDATE`
-	query, args, err := sqlx.In(q, endpoint, trades)
-	if err != nil {
-		return nil, err
-	}
 	var pending []string
-	if err := tx.x.SelectContext(ctx, &pending, query, args...); err != nil {
+	if err := selectIn(ctx, tx.x, &pending, q, endpoint, trades); err != nil {
 		return nil, err
 	}
 	out := make(map[string]bool, len(pending))
@@ -215,12 +211,8 @@ func (db *DB) DueDeliveries(ctx context.Context, shard int, endpoints []string, 
 		AND NOT EXISTS (SELECT 1 FROM webhook_delivery p
 			WHERE p.endpoint = d.endpoint AND p.trade_no = d.trade_no AND p.status = 'pending' AND p.seq < d.seq)
 		ORDER BY d.next_attempt_at LIMIT ?`
-	query, args, err := sqlx.In(q, shard, now, endpoints, limit)
-	if err != nil {
-		return nil, err
-	}
 	var rows []DueDelivery
-	return rows, db.x.SelectContext(ctx, &rows, query, args...)
+	return rows, selectIn(ctx, db.x, &rows, q, shard, now, endpoints, limit)
 }
 
 // WebhookAttempt is one POST of a delivery.
@@ -384,12 +376,8 @@ func (db *DB) DeliveriesOf(ctx context.Context, tradeNo string) ([]WebhookDelive
 	}
 	const q = `SELECT id, event_id, type, endpoint, status, next_attempt_at FROM webhook_delivery
 		WHERE endpoint IN (?) AND trade_no = ? ORDER BY id`
-	query, args, err := sqlx.In(q, names, tradeNo)
-	if err != nil {
-		return nil, err
-	}
 	var out []WebhookDelivery
-	if err := db.x.SelectContext(ctx, &out, query, args...); err != nil {
+	if err := selectIn(ctx, db.x, &out, q, names, tradeNo); err != nil {
 		return nil, err
 	}
 	return db.withAttempts(ctx, out)
@@ -408,12 +396,8 @@ func (db *DB) withAttempts(ctx context.Context, out []WebhookDelivery) ([]Webhoo
 	}
 	const qAttempts = `SELECT delivery_id, at, status_code, latency_ms, error FROM webhook_attempt
 		WHERE delivery_id IN (?) ORDER BY delivery_id, id`
-	query, args, err := sqlx.In(qAttempts, ids)
-	if err != nil {
-		return nil, err
-	}
 	var attempts []WebhookAttempt
-	if err := db.x.SelectContext(ctx, &attempts, query, args...); err != nil {
+	if err := selectIn(ctx, db.x, &attempts, qAttempts, ids); err != nil {
 		return nil, err
 	}
 	for _, a := range attempts {

@@ -15,8 +15,7 @@ import (
 // cursor fences a second fan-out, a later event of an order waits for the earlier one's end, and
 // bookkeeping applies only to the version read.
 func TestWebhookDeliveryStatements(t *testing.T) {
-	dsn := testenv.NewDatabase(t)
-	db := testenv.Open(t, dsn)
+	dsn, db := newDatabase(t)
 	ctx := context.Background()
 	now := time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
 	event := func(seq int64, trade string) repository.SequencedEvent {
@@ -99,8 +98,7 @@ func TestWebhookDeliveryStatements(t *testing.T) {
 
 // The purge deletes old attempts and old deliveries that ended; a pending one stays, however old.
 func TestPurgeWebhookDeliveries(t *testing.T) {
-	dsn := testenv.NewDatabase(t)
-	db := testenv.Open(t, dsn)
+	dsn, db := newDatabase(t)
 	old := time.Now().UTC().Add(-40 * 24 * time.Hour)
 	for i, status := range []string{repository.DeliveryDelivered, repository.DeliveryFailed, repository.DeliveryPending} {
 		testenv.Exec(t, dsn, `INSERT INTO webhook_delivery (endpoint, event_id, seq, type, trade_no, shard, status, event_time)
