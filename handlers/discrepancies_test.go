@@ -227,18 +227,11 @@ func TestDiscrepancyWorkflow(t *testing.T) {
 	if r := signOff(financeToken, `{"note":"again"}`); r.code != 409 || problemType(t, r) != typeOpenItems {
 		t.Fatalf("signing off the reopened day with N1 open: %d %s", r.code, r.body)
 	}
-	for name, c := range map[string]struct {
-		path string
-		code int
-	}{
+	h.wantStatuses(t, "POST", financeToken, `{"note":"x"}`, map[string]pathCode{
 		"no run that day": {"/v1/reconciliations/alipay/2020-01-01/signoff", 404},
 		"bad date":        {"/v1/reconciliations/alipay/2020-13-01/signoff", 400},
 		"bad channel":     {"/v1/reconciliations/ALI%20PAY/" + date + "/signoff", 400},
-	} {
-		if r := h.do("POST", c.path, financeToken, nil, `{"note":"x"}`); r.code != c.code {
-			t.Errorf("%s: %d %s, want %d", name, r.code, r.body, c.code)
-		}
-	}
+	})
 	if r := signOff(viewerToken, `{}`); r.code != 403 {
 		t.Fatalf("viewer signs off: %d", r.code)
 	}
@@ -330,16 +323,9 @@ func TestCSVExports(t *testing.T) {
 	if r := h.do("GET", "/v1/anomalies.csv?kind=DUPLICATE_PAYMENT", financeToken, nil, ""); strings.Count(r.body, "\n") != 2 {
 		t.Fatalf("kind filter: %q", r.body)
 	}
-	for name, c := range map[string]struct {
-		path string
-		code int
-	}{
+	h.wantStatuses(t, "GET", financeToken, "", map[string]pathCode{
 		"unknown run":  {"/v1/reconciliations/999999/discrepancies.csv", 404},
 		"bad run":      {"/v1/reconciliations/x/discrepancies.csv", 404},
 		"bad resolved": {"/v1/anomalies.csv?resolved=maybe", 400},
-	} {
-		if r := h.do("GET", c.path, financeToken, nil, ""); r.code != c.code {
-			t.Errorf("%s: %d %s, want %d", name, r.code, r.body, c.code)
-		}
-	}
+	})
 }
