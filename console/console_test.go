@@ -251,12 +251,7 @@ func TestCookieFlags(t *testing.T) {
 				t.Fatal(err)
 			}
 			res.Body.Close()
-			var c *http.Cookie
-			for _, k := range res.Cookies() {
-				if k.Name == console.SessionCookie {
-					c = k
-				}
-			}
+			c := testenv.Cookie(res.Cookies(), console.SessionCookie)
 			if c == nil {
 				t.Fatalf("no session cookie: %d", res.StatusCode)
 			}
@@ -274,8 +269,7 @@ func TestCookieFlags(t *testing.T) {
 // altered to live longer is no session at all.
 func TestSessionExpiry(t *testing.T) {
 	g := newGateway(t)
-	b := g.browser()
-	b.login(access.Viewer)
+	b := g.loggedIn(access.Viewer)
 	if p := b.get(console.Prefix + "/search"); p.code != http.StatusOK {
 		t.Fatalf("search right after the login: %d", p.code)
 	}
@@ -309,10 +303,8 @@ func TestSessionExpiry(t *testing.T) {
 func TestCSRF(t *testing.T) {
 	g := newGateway(t)
 	s := seed(g)
-	b := g.browser()
-	b.login(access.Operator)
-	other := g.browser()
-	other.login(access.Operator)
+	b := g.loggedIn(access.Operator)
+	other := g.loggedIn(access.Operator)
 	foreign := other.get(console.Prefix + "/anomalies").csrf(t)
 	for name, token := range map[string][]string{"missing": nil, "empty": {""}, "wrong": {"deadbeef"}, "another session's": {foreign}} {
 		for _, path := range []string{"/anomalies/" + itoa(s.anomaly) + "/resolve", "/orders/" + s.waiting + "/ask", "/logout"} {
@@ -350,8 +342,7 @@ func TestCSPOnEveryPage(t *testing.T) {
 	}
 	g := newGateway(t)
 	s := seed(g)
-	b := g.browser()
-	b.login(access.Admin)
+	b := g.loggedIn(access.Admin)
 	for _, path := range append(s.pages(), console.Prefix+"/login", console.Prefix+"/nothing-here", console.Prefix+"/static/console.css") {
 		p := b.get(path)
 		if path != console.Prefix+"/nothing-here" && p.code != http.StatusOK {
@@ -373,8 +364,7 @@ var inlineHandler = regexp.MustCompile(`<[a-zA-Z][^>]*\son[a-z]+\s*=`)
 func TestChannelTextEscaped(t *testing.T) {
 	g := newGateway(t)
 	s := seed(g)
-	b := g.browser()
-	b.login(access.Viewer)
+	b := g.loggedIn(access.Viewer)
 	escaped := html.EscapeString(hostileSubject)
 	for _, path := range []string{console.Prefix + "/orders/" + s.paid, console.Prefix + "/reconciliations/alipay/" + s.day} {
 		p := b.get(path)
@@ -392,8 +382,7 @@ func TestChannelTextEscaped(t *testing.T) {
 func TestOrderPage(t *testing.T) {
 	g := newGateway(t)
 	s := seed(g)
-	b := g.browser()
-	b.login(access.Viewer)
+	b := g.loggedIn(access.Viewer)
 	p := b.get(console.Prefix + "/orders/" + s.paid)
 	for _, want := range []string{`id="why" class="why">Paid through alipay`, "order.paid", webhookEndpoint + ": <b>delivered</b>", "HTTP 200",
 		"TRADE_SUCCESS", "19.99 CNY", s.txn, s.merchant} {
@@ -413,8 +402,7 @@ func TestOrderPage(t *testing.T) {
 func TestSearch(t *testing.T) {
 	g := newGateway(t)
 	s := seed(g)
-	b := g.browser()
-	b.login(access.Viewer)
+	b := g.loggedIn(access.Viewer)
 	for name, q := range map[string]string{"trade_no": s.paid, "channel txn id": s.txn, "merchant order id": s.merchant,
 		"user id": strconv.FormatInt(s.user, 10), "padded": "  " + s.txn + " "} {
 		p := b.get(console.Prefix + "/search?q=" + url.QueryEscape(q))
@@ -435,8 +423,7 @@ func TestSearch(t *testing.T) {
 func TestRoles(t *testing.T) {
 	g := newGateway(t)
 	s := seed(g)
-	viewer := g.browser()
-	viewer.login(access.Viewer)
+	viewer := g.loggedIn(access.Viewer)
 	for _, path := range []string{console.Prefix + "/anomalies", console.Prefix + "/orders/" + s.anomalyOrder} {
 		p := viewer.get(path)
 		if p.code != http.StatusOK || strings.Contains(p.body, "resolve-button") || strings.Contains(p.body, `id="ask"`) {
@@ -454,8 +441,7 @@ func TestRoles(t *testing.T) {
 	// Discrepancies and the day's sign-off are finance's (and admin's): an operator sees no form
 	// and is refused; nothing changes.
 	for _, r := range []access.Role{access.Viewer, access.Operator} {
-		b := g.browser()
-		b.login(r)
+		b := g.loggedIn(r)
 		day := b.get(console.Prefix + "/reconciliations/alipay/" + s.day)
 		if day.code != http.StatusOK || strings.Contains(day.body, "resolve-discrepancy") || strings.Contains(day.body, "signoff-form") {
 			t.Errorf("%s on the day page: %d, a resolve or sign-off form shown", r, day.code)
@@ -478,14 +464,12 @@ func TestRoles(t *testing.T) {
 	if p := viewer.get(console.Prefix + "/audit"); p.code != http.StatusForbidden {
 		t.Errorf("viewer on the audit trail: %d", p.code)
 	}
-	shop := g.browser()
-	shop.login(access.OrderService)
+	shop := g.loggedIn(access.OrderService)
 	if p := shop.get(console.Prefix + "/search"); p.code != http.StatusForbidden {
 		t.Errorf("order_service on the search: %d", p.code)
 	}
 
-	op := g.browser()
-	op.login(access.Operator)
+	op := g.loggedIn(access.Operator)
 	p := op.get(console.Prefix + "/anomalies")
 	if !strings.Contains(p.body, "resolve-button") {
 		t.Fatalf("operator: no resolve button:\n%s", p.body)
@@ -507,8 +491,7 @@ func TestRoles(t *testing.T) {
 		t.Fatalf("resolving twice: %d", again.code)
 	}
 
-	fin := g.browser()
-	fin.login(access.Finance)
+	fin := g.loggedIn(access.Finance)
 	if p := fin.get(console.Prefix + "/audit"); p.code != http.StatusOK || !strings.Contains(p.body, "anomaly:"+itoa(s.anomaly)) {
 		t.Fatalf("finance on the audit trail: %d", p.code)
 	}
@@ -531,8 +514,7 @@ func TestAskTheChannelNow(t *testing.T) {
 	if _, err := g.fake.Add(ctx(), simulate.FakeTrade{Channel: "alipay", TradeNo: s.waiting, AmountFen: 3000, Status: simulate.FakePaid, DropNotify: true}); err != nil {
 		t.Fatal(err)
 	}
-	op := g.browser()
-	op.login(access.Operator)
+	op := g.loggedIn(access.Operator)
 	p := op.get(console.Prefix + "/orders/" + s.waiting)
 	if !strings.Contains(p.body, `id="ask"`) {
 		t.Fatalf("operator: no ask button:\n%s", p.body)
@@ -559,8 +541,7 @@ func TestAskTheChannelNow(t *testing.T) {
 // token, never the token itself.
 func TestAccessLog(t *testing.T) {
 	g := newGateway(t)
-	b := g.browser()
-	b.login(access.Viewer)
+	b := g.loggedIn(access.Viewer)
 	b.get(console.Prefix + "/search?q=x")
 	b.get(console.Prefix + "/nothing-here")
 	want := map[string]bool{"POST /console/login 303 viewer": false, "GET /console/search 200 viewer": false,
@@ -597,8 +578,7 @@ func nullInt(v int64) sql.NullInt64 { return sql.NullInt64{Int64: v, Valid: true
 func TestDiscrepancyFormsRefuseBadInput(t *testing.T) {
 	g := newGateway(t)
 	s := seed(g)
-	fin := g.browser()
-	fin.login(access.Finance)
+	fin := g.loggedIn(access.Finance)
 	csrf := fin.get(console.Prefix + "/reconciliations/alipay/" + s.day).csrf(t)
 	mismatch := discrepancyID(t, g, s.run, "AMOUNT_MISMATCH")
 	resolve := console.Prefix + "/discrepancies/" + mismatch + "/resolve"
