@@ -240,20 +240,9 @@ func TestDiscrepancyWorkflow(t *testing.T) {
 // gathered is the collector of one series of family name, labelled channel.
 func gathered(t *testing.T, m *metrics.Metrics, name, channel string) float64 {
 	t.Helper()
-	families, err := m.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, s := range f.GetMetric() {
-			for _, l := range s.GetLabel() {
-				if l.GetName() == "channel" && l.GetValue() == channel {
-					return s.GetCounter().GetValue() + s.GetGauge().GetValue()
-				}
-			}
+	for _, s := range seriesOf(t, m, name) {
+		if v, ok := s.labels["channel"]; ok && v == channel {
+			return s.value
 		}
 	}
 	t.Fatalf("%s{channel=%q} not exported", name, channel)
