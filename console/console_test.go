@@ -390,12 +390,8 @@ func TestOrderPage(t *testing.T) {
 			t.Errorf("the order's page lacks %q", want)
 		}
 	}
-	if p := b.get(console.Prefix + "/orders/P0000000000000000000000000000"); p.code != http.StatusNotFound {
-		t.Errorf("an unknown order: %d", p.code)
-	}
-	if p := b.get(console.Prefix + "/orders/" + url.PathEscape("<x>")); p.code != http.StatusNotFound {
-		t.Errorf("a malformed trade_no: %d", p.code)
-	}
+	b.wantGet(t, "an unknown order", console.Prefix+"/orders/P0000000000000000000000000000", http.StatusNotFound)
+	b.wantGet(t, "a malformed trade_no", console.Prefix+"/orders/"+url.PathEscape("<x>"), http.StatusNotFound)
 }
 
 // TestSearch: the one box finds an order by each of its keys.
@@ -413,9 +409,7 @@ func TestSearch(t *testing.T) {
 	if p := b.get(console.Prefix + "/search?q=nothing-like-it"); !strings.Contains(p.body, `id="none"`) {
 		t.Error("a search that finds nothing does not say so")
 	}
-	if p := b.get(console.Prefix + "/search?q=" + url.QueryEscape("a\x00b")); p.code != http.StatusBadRequest {
-		t.Errorf("a search with a control character: %d, want 400", p.code)
-	}
+	b.wantGet(t, "a search with a control character", console.Prefix+"/search?q="+url.QueryEscape("a\x00b"), http.StatusBadRequest)
 }
 
 // TestRoles: buttons show for the roles that may use them, and the posts behind them check the
@@ -461,13 +455,9 @@ func TestRoles(t *testing.T) {
 	if d, err := g.db.GetDiscrepancy(ctx(), 1); err == nil && d.Resolution != nil {
 		t.Errorf("refused posts resolved discrepancy 1: %+v", d)
 	}
-	if p := viewer.get(console.Prefix + "/audit"); p.code != http.StatusForbidden {
-		t.Errorf("viewer on the audit trail: %d", p.code)
-	}
+	viewer.wantGet(t, "viewer on the audit trail", console.Prefix+"/audit", http.StatusForbidden)
 	shop := g.loggedIn(access.OrderService)
-	if p := shop.get(console.Prefix + "/search"); p.code != http.StatusForbidden {
-		t.Errorf("order_service on the search: %d", p.code)
-	}
+	shop.wantGet(t, "order_service on the search", console.Prefix+"/search", http.StatusForbidden)
 
 	op := g.loggedIn(access.Operator)
 	p := op.get(console.Prefix + "/anomalies")

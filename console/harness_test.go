@@ -255,6 +255,14 @@ func (g *gateway) loggedIn(r access.Role) *browser {
 	return b
 }
 
+// wantGet wants GET path to answer code; what names the case.
+func (b *browser) wantGet(t *testing.T, what, path string, code int) {
+	t.Helper()
+	if p := b.get(path); p.code != code {
+		t.Errorf("%s: GET %s: %d, want %d", what, path, p.code, code)
+	}
+}
+
 // login logs in with role r's token and wants the search page.
 func (b *browser) login(r access.Role) {
 	b.t.Helper()
