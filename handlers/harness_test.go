@@ -185,15 +185,7 @@ func (h *harness) seedOrder(amount int64) string {
 // seedOrderNo inserts a WAIT_PAY order with the given trade_no.
 func (h *harness) seedOrderNo(tradeNo string, amount int64) string {
 	h.t.Helper()
-	err := h.db.InTx(context.Background(), func(tx *repository.Tx) error {
-		return tx.InsertOrder(context.Background(), payment.Order{
-			TradeNo: tradeNo, UserID: 1, SKU: "SEED", Num: 1, AmountFen: amount, Currency: "CNY",
-			CreateTime: time.Now().UTC().Truncate(time.Millisecond),
-		}, "", "", "")
-	})
-	if err != nil {
-		h.t.Fatal(err)
-	}
+	testenv.SeedOrder(h.t, h.db, tradeNo, "SEED", amount)
 	return tradeNo
 }
 
