@@ -131,16 +131,7 @@ func readKey(t *testing.T, path string) *rsa.PrivateKey {
 // api calls /v1 with role r's token.
 func (g *gateway) api(r access.Role, method, path, body string, header map[string]string) (int, string) {
 	g.t.Helper()
-	req, err := http.NewRequest(method, g.url+path, strings.NewReader(body))
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+g.tokens[r])
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	reply := testenv.Send(g.t, http.DefaultClient, req)
+	reply := testenv.Send(g.t, http.DefaultClient, testenv.APIRequest(g.t, method, g.url+path, g.tokens[r], body, header))
 	return reply.Code, reply.Body
 }
 

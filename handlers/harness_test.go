@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -146,20 +145,7 @@ type response struct {
 
 func (h *harness) do(method, path, token string, header map[string]string, body string) response {
 	h.t.Helper()
-	req, err := http.NewRequest(method, h.url+path, strings.NewReader(body))
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json") // as any client of the contract sends it
-	}
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	return roundTrip(h.t, h.client, req)
+	return roundTrip(h.t, h.client, testenv.APIRequest(h.t, method, h.url+path, token, body, header))
 }
 
 // roundTrip sends req with client (a harness's client or rawClient) and reads the whole answer.

@@ -266,18 +266,7 @@ type response struct {
 
 func (s *server) do(method, path, token string, header map[string]string, body string) response {
 	s.t.Helper()
-	req, err := http.NewRequest(method, s.url+path, strings.NewReader(body))
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	r := testenv.Send(s.t, s.client, req)
+	r := testenv.Send(s.t, s.client, testenv.APIRequest(s.t, method, s.url+path, token, body, header))
 	return response{code: r.Code, body: r.Body, header: r.Header}
 }
 

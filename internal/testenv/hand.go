@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,4 +77,25 @@ func SeedOrder(tb testing.TB, db *repository.DB, tradeNo, sku string, fen int64)
 	if err != nil {
 		tb.Fatal(err)
 	}
+}
+
+// APIRequest is a request to url as an API client sends it: the body, the bearer token (none for
+// ""), a JSON content type when there is a body, and then header's fields, which may replace
+// any of those.
+func APIRequest(tb testing.TB, method, url, token, body string, header map[string]string) *http.Request {
+	tb.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	return req
 }
