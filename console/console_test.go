@@ -251,12 +251,7 @@ func TestCookieFlags(t *testing.T) {
 				t.Fatal(err)
 			}
 			res.Body.Close()
-			var c *http.Cookie
-			for _, k := range res.Cookies() {
-				if k.Name == console.SessionCookie {
-					c = k
-				}
-			}
+			c := testenv.Cookie(res.Cookies(), console.SessionCookie)
 			if c == nil {
 				t.Fatalf("no session cookie: %d", res.StatusCode)
 			}
@@ -274,8 +269,7 @@ func TestCookieFlags(t *testing.T) {
 // altered to live longer is no session at all.
 func TestSessionExpiry(t *testing.T) {
 	g := newGateway(t)
-	b := g.browser()
-	b.login(access.Viewer)
+	b := g.loggedIn(access.Viewer)
 	if p := b.get(console.Prefix + "/search"); p.code != http.StatusOK {
 		t.Fatalf("search right after the login: %d", p.code)
 	}
@@ -309,10 +303,8 @@ func TestSessionExpiry(t *testing.T) {
 func TestCSRF(t *testing.T) {
 	g := newGateway(t)
 	s := seed(g)
-	b := g.browser()
-	b.login(access.Operator)
-	other := g.browser()
-	other.login(access.Operator)
+	b := g.loggedIn(access.Operator)
+	other := g.loggedIn(access.Operator)
 	foreign := other.get(console.Prefix + "/anomalies").csrf(t)
 	for name, token := range map[string][]string{"missing": nil, "empty": {""}, "wrong": {"deadbeef"}, "another session's": {foreign}} {
 		for _, path := range []string{"/anomalies/" + itoa(s.anomaly) + "/resolve", "/orders/" + s.waiting + "/ask", "/logout"} {
@@ -350,8 +342,7 @@ func TestCSPOnEveryPage(t *testing.T) {
 	}
 	g := newGateway(t)
 	s := seed(g)
-	b := g.browser()
-	b.login(access.Admin)
+	b := g.loggedIn(access.Admin)
 	for _, path := range append(s.pages(), console.Prefix+"/login", console.Prefix+"/nothing-here", console.Prefix+"/static/console.css") {
 		p := b.get(path)
 		if path != console.Prefix+"/nothing-here" && p.code != http.StatusOK {
@@ -373,8 +364,7 @@ var inlineHandler = regexp.MustCompile(`<[a-zA-Z][^>]*\son[a-z]+\s*=`)
 func TestChannelTextEscaped(t *testing.T) {
 	g := newGateway(t)
 	s := seed(g)
-	b := g.browser()
-	b.login(access.Viewer)
+	b := g.loggedIn(access.Viewer)
 	escaped := html.EscapeString(hostileSubject)
 	for _, path := range []string{console.Prefix + "/orders/" + s.paid, console.Prefix + "/reconciliations/alipay/" + s.day} {
 		p := b.get(path)
@@ -392,8 +382,7 @@ func TestChannelTextEscaped(t *testing.T) {
 func TestOrderPage(t *testing.T) {
 	g := newGateway(t)
 	s := seed(g)
-	b := g.browser()
-	b.login(access.Viewer)
+	b := g.loggedIn(access.Viewer)
 	p := b.get(console.Prefix + "/orders/" + s.paid)
 	for _, want := range []string{`id="why" class="why">Paid through alipay`, "order.paid", webhookEndpoint + ": <b>delivered</b>", "HTTP 200",
 		"TRADE_SUCCESS", "19.99 CNY", s.txn, s.merchant} {
@@ -401,20 +390,15 @@ func TestOrderPage(t *testing.T) {
 			t.Errorf("the order's page lacks %q", want)
 		}
 	}
-	if p := b.get(console.Prefix + "/orders/P0000000000000000000000000000"); p.code != http.StatusNotFound {
-		t.Errorf("an unknown order: %d", p.code)
-	}
-	if p := b.get(console.Prefix + "/orders/" + url.PathEscape("<x>")); p.code != http.StatusNotFound {
-		t.Errorf("a malformed trade_no: %d", p.code)
-	}
+	b.wantGet(t, "an unknown order", console.Prefix+"/orders/P0000000000000000000000000000", http.StatusNotFound)
+	b.wantGet(t, "a malformed trade_no", console.Prefix+"/orders/"+url.PathEscape("<x>"), http.StatusNotFound)
 }
 
 // TestSearch: the one box finds an order by each of its keys.
 func TestSearch(t *testing.T) {
 	g := newGateway(t)
 	s := seed(g)
-	b := g.browser()
-	b.login(access.Viewer)
+	b := g.loggedIn(access.Viewer)
 	for name, q := range map[string]string{"trade_no": s.paid, "channel txn id": s.txn, "merchant order id": s.merchant,
 		"user id": strconv.FormatInt(s.user, 10), "padded": "  " + s.txn + " "} {
 		p := b.get(console.Prefix + "/search?q=" + url.QueryEscape(q))
@@ -425,9 +409,7 @@ func TestSearch(t *testing.T) {
 	if p := b.get(console.Prefix + "/search?q=nothing-like-it"); !strings.Contains(p.body, `id="none"`) {
 		t.Error("a search that finds nothing does not say so")
 	}
-	if p := b.get(console.Prefix + "/search?q=" + url.QueryEscape("a\x00b")); p.code != http.StatusBadRequest {
-		t.Errorf("a search with a control character: %d, want 400", p.code)
-	}
+	b.wantGet(t, "a search with a control character", console.Prefix+"/search?q="+url.QueryEscape("a\x00b"), http.StatusBadRequest)
 }
 
 // TestRoles: buttons show for the roles that may use them, and the posts behind them check the
@@ -435,8 +417,7 @@ func TestSearch(t *testing.T) {
 func TestRoles(t *testing.T) {
 	g := newGateway(t)
 	s := seed(g)
-	viewer := g.browser()
-	viewer.login(access.Viewer)
+	viewer := g.loggedIn(access.Viewer)
 	for _, path := range []string{console.Prefix + "/anomalies", console.Prefix + "/orders/" + s.anomalyOrder} {
 		p := viewer.get(path)
 		if p.code != http.StatusOK || strings.Contains(p.body, "resolve-button") || strings.Contains(p.body, `id="ask"`) {
@@ -454,8 +435,7 @@ func TestRoles(t *testing.T) {
 	// Discrepancies and the day's sign-off are finance's (and admin's): an operator sees no form
 	// and is refused; nothing changes.
 	for _, r := range []access.Role{access.Viewer, access.Operator} {
-		b := g.browser()
-		b.login(r)
+		b := g.loggedIn(r)
 		day := b.get(console.Prefix + "/reconciliations/alipay/" + s.day)
 		if day.code != http.StatusOK || strings.Contains(day.body, "resolve-discrepancy") || strings.Contains(day.body, "signoff-form") {
 			t.Errorf("%s on the day page: %d, a resolve or sign-off form shown", r, day.code)
@@ -475,17 +455,11 @@ func TestRoles(t *testing.T) {
 	if d, err := g.db.GetDiscrepancy(ctx(), 1); err == nil && d.Resolution != nil {
 		t.Errorf("refused posts resolved discrepancy 1: %+v", d)
 	}
-	if p := viewer.get(console.Prefix + "/audit"); p.code != http.StatusForbidden {
-		t.Errorf("viewer on the audit trail: %d", p.code)
-	}
-	shop := g.browser()
-	shop.login(access.OrderService)
-	if p := shop.get(console.Prefix + "/search"); p.code != http.StatusForbidden {
-		t.Errorf("order_service on the search: %d", p.code)
-	}
+	viewer.wantGet(t, "viewer on the audit trail", console.Prefix+"/audit", http.StatusForbidden)
+	shop := g.loggedIn(access.OrderService)
+	shop.wantGet(t, "order_service on the search", console.Prefix+"/search", http.StatusForbidden)
 
-	op := g.browser()
-	op.login(access.Operator)
+	op := g.loggedIn(access.Operator)
 	p := op.get(console.Prefix + "/anomalies")
 	if !strings.Contains(p.body, "resolve-button") {
 		t.Fatalf("operator: no resolve button:\n%s", p.body)
@@ -507,8 +481,7 @@ func TestRoles(t *testing.T) {
 		t.Fatalf("resolving twice: %d", again.code)
 	}
 
-	fin := g.browser()
-	fin.login(access.Finance)
+	fin := g.loggedIn(access.Finance)
 	if p := fin.get(console.Prefix + "/audit"); p.code != http.StatusOK || !strings.Contains(p.body, "anomaly:"+itoa(s.anomaly)) {
 		t.Fatalf("finance on the audit trail: %d", p.code)
 	}
@@ -531,8 +504,7 @@ func TestAskTheChannelNow(t *testing.T) {
 	if _, err := g.fake.Add(ctx(), simulate.FakeTrade{Channel: "alipay", TradeNo: s.waiting, AmountFen: 3000, Status: simulate.FakePaid, DropNotify: true}); err != nil {
 		t.Fatal(err)
 	}
-	op := g.browser()
-	op.login(access.Operator)
+	op := g.loggedIn(access.Operator)
 	p := op.get(console.Prefix + "/orders/" + s.waiting)
 	if !strings.Contains(p.body, `id="ask"`) {
 		t.Fatalf("operator: no ask button:\n%s", p.body)
@@ -559,8 +531,7 @@ func TestAskTheChannelNow(t *testing.T) {
 // token, never the token itself.
 func TestAccessLog(t *testing.T) {
 	g := newGateway(t)
-	b := g.browser()
-	b.login(access.Viewer)
+	b := g.loggedIn(access.Viewer)
 	b.get(console.Prefix + "/search?q=x")
 	b.get(console.Prefix + "/nothing-here")
 	want := map[string]bool{"POST /console/login 303 viewer": false, "GET /console/search 200 viewer": false,
@@ -597,8 +568,7 @@ func nullInt(v int64) sql.NullInt64 { return sql.NullInt64{Int64: v, Valid: true
 func TestDiscrepancyFormsRefuseBadInput(t *testing.T) {
 	g := newGateway(t)
 	s := seed(g)
-	fin := g.browser()
-	fin.login(access.Finance)
+	fin := g.loggedIn(access.Finance)
 	csrf := fin.get(console.Prefix + "/reconciliations/alipay/" + s.day).csrf(t)
 	mismatch := discrepancyID(t, g, s.run, "AMOUNT_MISMATCH")
 	resolve := console.Prefix + "/discrepancies/" + mismatch + "/resolve"

@@ -53,13 +53,7 @@ func roleName(r access.Role) string { return string(r) }
 
 func newGateway(t *testing.T) *gateway {
 	t.Helper()
-	dir := t.TempDir()
-	man, err := simulate.WriteKeys(dir, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	testenv.Secret(t, man.WeChatPay.APIv3Key)
-	testenv.Secret(t, man.Stripe.WebhookSecret)
+	dir, man := testenv.SandboxKeys(t)
 	g := &gateway{t: t, tokens: map[access.Role]string{}, logs: &testenv.LogBuffer{}}
 
 	// The gateway's handler is set once it is built: the fake channel needs its URL first.
@@ -67,6 +61,7 @@ func newGateway(t *testing.T) *gateway {
 	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
 	t.Cleanup(gw.Close)
 	g.url = gw.URL
+	var err error
 	if g.fake, err = simulate.NewFake(dir, gw.URL); err != nil {
 		t.Fatal(err)
 	}
@@ -136,22 +131,8 @@ func readKey(t *testing.T, path string) *rsa.PrivateKey {
 // api calls /v1 with role r's token.
 func (g *gateway) api(r access.Role, method, path, body string, header map[string]string) (int, string) {
 	g.t.Helper()
-	req, err := http.NewRequest(method, g.url+path, strings.NewReader(body))
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+g.tokens[r])
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return res.StatusCode, string(b)
+	reply := testenv.Send(g.t, http.DefaultClient, testenv.APIRequest(g.t, method, g.url+path, g.tokens[r], body, header))
+	return reply.Code, reply.Body
 }
 
 var tradeNoRE = regexp.MustCompile(`"trade_no":"([A-Za-z0-9_-]+)"`)
@@ -255,6 +236,22 @@ func (p page) csrf(t *testing.T) string {
 		t.Fatalf("no CSRF token in the page:\n%s", p.body)
 	}
 	return m[1]
+}
+
+// loggedIn is a new browser logged in with role r's token.
+func (g *gateway) loggedIn(r access.Role) *browser {
+	g.t.Helper()
+	b := g.browser()
+	b.login(r)
+	return b
+}
+
+// wantGet wants GET path to answer code; what names the case.
+func (b *browser) wantGet(t *testing.T, what, path string, code int) {
+	t.Helper()
+	if p := b.get(path); p.code != code {
+		t.Errorf("%s: GET %s: %d, want %d", what, path, p.code, code)
+	}
 }
 
 // login logs in with role r's token and wants the search page.

@@ -57,9 +57,7 @@ func TestAnomaliesListAndResolve(t *testing.T) {
 
 	id := fmt.Sprint(first.Anomalies[0].ID)
 	r := h.do("POST", "/v1/anomalies/"+id+"/resolve", testToken, map[string]string{"Content-Type": "application/json"}, `{"note":"refunded by hand, ticket 42"}`)
-	if r.code != 200 {
-		t.Fatalf("resolve: %d %s", r.code, r.body)
-	}
+	wantCode(t, "resolve", r, 200)
 	var resolved struct {
 		ResolvedBy, ResolveNote string
 		ResolvedAt              *string `json:"resolved_at"`

@@ -15,9 +15,7 @@ func TestPaymentAttempts(t *testing.T) {
 	tn := h.seedOrder(1999)
 
 	first := h.attempt(tn, `{"channel":"stripe","channel_ref":"pi_3Mtw1aLkdIwHu7ix28a3tqPa"}`)
-	if first.code != 201 {
-		t.Fatalf("first attempt: %d %s", first.code, first.body)
-	}
+	wantCode(t, "first attempt", first, 201)
 	var a struct {
 		TradeNo    string `json:"trade_no"`
 		Channel    string `json:"channel"`
@@ -75,9 +73,7 @@ func TestCreateOrderWithAttempt(t *testing.T) {
 	h := newHarness(t, options{})
 	h.putStock("A-100", 10, 1999)
 	r := h.create(testToken, "with-attempt", `{"user_id":1,"sku":"A-100","num":1,"channel":"unionpay","channel_ref":"20261203153000"}`)
-	if r.code != 201 {
-		t.Fatalf("create: %d %s", r.code, r.body)
-	}
+	wantCode(t, "create", r, 201)
 	var o struct {
 		TradeNo string `json:"trade_no"`
 	}

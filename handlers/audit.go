@@ -77,17 +77,11 @@ func (s *Server) listAudit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := struct {
+	entries, next := pageOf(rows, q.Limit, func(e access.Entry) access.Entry { return e }, func(e access.Entry) int64 { return e.ID })
+	return c.JSON(http.StatusOK, struct {
 		Entries    []access.Entry `json:"entries"`
 		NextCursor string         `json:"next_cursor,omitempty"`
-	}{Entries: rows}
-	if out.Entries == nil {
-		out.Entries = []access.Entry{}
-	}
-	if len(rows) == q.Limit {
-		out.NextCursor = strconv.FormatInt(rows[len(rows)-1].ID, 10)
-	}
-	return c.JSON(http.StatusOK, out)
+	}{entries, next})
 }
 
 // accessLog writes one line, message "request", per /v1 and /console request, after the error

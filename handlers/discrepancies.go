@@ -30,43 +30,32 @@ type repairedView struct {
 	Outcome string `json:"outcome"`
 }
 
-type resolutionView struct {
-	Action  string    `json:"action"`
-	Note    string    `json:"note"`
-	By      string    `json:"by"`
-	At      time.Time `json:"at"`
-	Outcome string    `json:"outcome,omitempty"`
+// discrepancyView is a discrepancy as the API lists it: the repository's item, less the day's
+// keys (the run names them), with the repair nested under repaired.
+type discrepancyView struct {
+	repository.DiscrepancyItem
+	Repaired *repairedView `json:"repaired,omitempty"`
+	// Declared again so that they keep their place after repaired in the answer.
+	GoneRunID  *int64                 `json:"gone_run_id,omitempty"`
+	Resolution *repository.Resolution `json:"resolution,omitempty"`
+
+	// Not shown: a field of the same JSON name here hides the item's, and, always nil, is
+	// omitted itself.
+	Channel         omitted `json:"channel,omitempty"`
+	Source          omitted `json:"source,omitempty"`
+	BillDate        omitted `json:"bill_date,omitempty"`
+	LineKey         omitted `json:"line_key,omitempty"`
+	RepairedRunID   omitted `json:"repaired_run_id,omitempty"`
+	RepairedOutcome omitted `json:"repaired_outcome,omitempty"`
 }
 
-type discrepancyView struct {
-	ID             int64           `json:"id"`
-	Class          string          `json:"class"`
-	TradeNo        string          `json:"trade_no"`
-	ChannelTxnID   string          `json:"channel_txn_id"`
-	BillAmountFen  *int64          `json:"bill_amount_fen"`
-	LocalAmountFen *int64          `json:"local_amount_fen"`
-	Currency       string          `json:"currency"`
-	LocalStatus    string          `json:"local_status"`
-	Repair         string          `json:"repair"`
-	Detail         string          `json:"detail,omitempty"`
-	Status         string          `json:"status"`
-	Found          bool            `json:"found"`
-	FirstRunID     int64           `json:"first_run_id"`
-	LastRunID      int64           `json:"last_run_id"`
-	Repaired       *repairedView   `json:"repaired,omitempty"`
-	GoneRunID      *int64          `json:"gone_run_id,omitempty"`
-	Resolution     *resolutionView `json:"resolution,omitempty"`
-}
+// omitted is a field that hides an embedded one of the same JSON name from an answer.
+type omitted *struct{}
 
 func discrepancyViewOf(d repository.DiscrepancyItem) discrepancyView {
-	v := discrepancyView{ID: d.ID, Class: d.Class, TradeNo: d.TradeNo, ChannelTxnID: d.ChannelTxnID, BillAmountFen: d.BillAmountFen,
-		LocalAmountFen: d.LocalAmountFen, Currency: d.Currency, LocalStatus: d.LocalStatus, Repair: d.Repair, Detail: d.Detail,
-		Status: d.Status, Found: d.Found, FirstRunID: d.FirstRunID, LastRunID: d.LastRunID, GoneRunID: d.GoneRunID}
+	v := discrepancyView{DiscrepancyItem: d, GoneRunID: d.GoneRunID, Resolution: d.Resolution}
 	if d.RepairedRunID != nil {
 		v.Repaired = &repairedView{RunID: *d.RepairedRunID, Outcome: d.RepairedOutcome}
-	}
-	if r := d.Resolution; r != nil {
-		v.Resolution = &resolutionView{Action: r.Action, Note: r.Note, By: r.By, At: r.At, Outcome: r.Outcome}
 	}
 	return v
 }
@@ -95,11 +84,7 @@ func parseResolve(canonical []byte) (resolveInput, error) {
 // REFUND_CHANNEL_ONLY only) applies the bill's line through Apply; the others move no money, and
 // the answer says which it was. A discrepancy that is not open is a 409.
 func (s *Server) resolveDiscrepancy(c echo.Context) error {
-	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
-	if err != nil || id < 1 {
-		return payment.ErrNotFound
-	}
-	canonical, err := s.readJSON(c)
+	id, canonical, err := s.idAndBody(c)
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -25,10 +24,7 @@ func FuzzResolveBody(f *testing.F) {
 			return // the handler refuses it before the parser
 		}
 		in, err := parseResolve(canonical)
-		if err != nil {
-			if !errors.Is(err, errBadQuery) {
-				t.Fatalf("%q: %v is not errBadQuery", body, err)
-			}
+		if !accepted(t, body, err) {
 			return
 		}
 		if !slices.Contains(reconcile.Actions, in.Action) || in.Note == "" || len(in.Note) > 512 {
@@ -48,11 +44,7 @@ func FuzzSignOffParams(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, channel, date string, body []byte) {
 		day, err := parseDay(channel, date)
-		if err != nil {
-			if !errors.Is(err, errBadQuery) {
-				t.Fatalf("%q %q: %v is not errBadQuery", channel, date, err)
-			}
-		} else if !channelName.MatchString(channel) || day.Format(time.DateOnly) != date || day.Location() != time.UTC {
+		if accepted(t, channel+"/"+date, err) && (!channelName.MatchString(channel) || day.Format(time.DateOnly) != date || day.Location() != time.UTC) {
 			t.Fatalf("%q %q: accepted as %v", channel, date, day)
 		}
 		canonical, err := orders.Canonical(body)
@@ -60,13 +52,7 @@ func FuzzSignOffParams(f *testing.F) {
 			return
 		}
 		note, err := parseSignOff(canonical)
-		if err != nil {
-			if !errors.Is(err, errBadQuery) {
-				t.Fatalf("%q: %v is not errBadQuery", body, err)
-			}
-			return
-		}
-		if len(note) > 512 {
+		if accepted(t, body, err) && len(note) > 512 {
 			t.Fatalf("%q: accepted a note of %d bytes", body, len(note))
 		}
 	})

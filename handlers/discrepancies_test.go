@@ -227,18 +227,11 @@ func TestDiscrepancyWorkflow(t *testing.T) {
 	if r := signOff(financeToken, `{"note":"again"}`); r.code != 409 || problemType(t, r) != typeOpenItems {
 		t.Fatalf("signing off the reopened day with N1 open: %d %s", r.code, r.body)
 	}
-	for name, c := range map[string]struct {
-		path string
-		code int
-	}{
+	h.wantStatuses(t, "POST", financeToken, `{"note":"x"}`, map[string]pathCode{
 		"no run that day": {"/v1/reconciliations/alipay/2020-01-01/signoff", 404},
 		"bad date":        {"/v1/reconciliations/alipay/2020-13-01/signoff", 400},
 		"bad channel":     {"/v1/reconciliations/ALI%20PAY/" + date + "/signoff", 400},
-	} {
-		if r := h.do("POST", c.path, financeToken, nil, `{"note":"x"}`); r.code != c.code {
-			t.Errorf("%s: %d %s, want %d", name, r.code, r.body, c.code)
-		}
-	}
+	})
 	if r := signOff(viewerToken, `{}`); r.code != 403 {
 		t.Fatalf("viewer signs off: %d", r.code)
 	}
@@ -247,20 +240,9 @@ func TestDiscrepancyWorkflow(t *testing.T) {
 // gathered is the collector of one series of family name, labelled channel.
 func gathered(t *testing.T, m *metrics.Metrics, name, channel string) float64 {
 	t.Helper()
-	families, err := m.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, s := range f.GetMetric() {
-			for _, l := range s.GetLabel() {
-				if l.GetName() == "channel" && l.GetValue() == channel {
-					return s.GetCounter().GetValue() + s.GetGauge().GetValue()
-				}
-			}
+	for _, s := range seriesOf(t, m, name) {
+		if v, ok := s.labels["channel"]; ok && v == channel {
+			return s.value
 		}
 	}
 	t.Fatalf("%s{channel=%q} not exported", name, channel)
@@ -330,16 +312,9 @@ func TestCSVExports(t *testing.T) {
 	if r := h.do("GET", "/v1/anomalies.csv?kind=DUPLICATE_PAYMENT", financeToken, nil, ""); strings.Count(r.body, "\n") != 2 {
 		t.Fatalf("kind filter: %q", r.body)
 	}
-	for name, c := range map[string]struct {
-		path string
-		code int
-	}{
+	h.wantStatuses(t, "GET", financeToken, "", map[string]pathCode{
 		"unknown run":  {"/v1/reconciliations/999999/discrepancies.csv", 404},
 		"bad run":      {"/v1/reconciliations/x/discrepancies.csv", 404},
 		"bad resolved": {"/v1/anomalies.csv?resolved=maybe", 400},
-	} {
-		if r := h.do("GET", c.path, financeToken, nil, ""); r.code != c.code {
-			t.Errorf("%s: %d %s, want %d", name, r.code, r.body, c.code)
-		}
-	}
+	})
 }

@@ -93,9 +93,9 @@ func discrepancyRow(d repository.DiscrepancyItem) []string {
 // exportDiscrepancies is GET /v1/reconciliations/{id}/discrepancies.csv?class=: the run's
 // listing (listDiscrepancies) as CSV, streamed.
 func (s *Server) exportDiscrepancies(c echo.Context) error {
-	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
-	if err != nil || id < 1 {
-		return payment.ErrNotFound
+	id, err := pathID(c)
+	if err != nil {
+		return err
 	}
 	ctx := c.Request().Context()
 	run, err := s.db.GetRun(ctx, id)
@@ -124,19 +124,15 @@ func anomalyRow(a payment.Anomaly) []string {
 
 // exportAnomalies is GET /v1/anomalies.csv?kind=&resolved=false: the anomalies as CSV, streamed.
 func (s *Server) exportAnomalies(c echo.Context) error {
-	unresolved := false
-	switch c.QueryParam("resolved") {
-	case "", "true":
-	case "false":
-		unresolved = true
-	default:
-		return fmt.Errorf("%w: resolved must be false (only unresolved) or absent", errBadQuery)
+	unresolved, err := unresolvedOf(c)
+	if err != nil {
+		return err
 	}
 	w, write := csvStream(c, "anomalies.csv")
 	if err := write(anomalyHeader); err != nil {
 		return err
 	}
-	err := s.db.EachAnomaly(c.Request().Context(), c.QueryParam("kind"), unresolved, func(a payment.Anomaly) error {
+	err = s.db.EachAnomaly(c.Request().Context(), c.QueryParam("kind"), unresolved, func(a payment.Anomaly) error {
 		return write(anomalyRow(a))
 	})
 	w.Flush()

@@ -5,11 +5,9 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -147,35 +145,21 @@ type response struct {
 
 func (h *harness) do(method, path, token string, header map[string]string, body string) response {
 	h.t.Helper()
-	req, err := http.NewRequest(method, h.url+path, strings.NewReader(body))
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json") // as any client of the contract sends it
-	}
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	res, err := h.client.Do(req)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return response{code: res.StatusCode, body: string(b), header: res.Header}
+	return roundTrip(h.t, h.client, testenv.APIRequest(h.t, method, h.url+path, token, body, header))
+}
+
+// roundTrip sends req with client (a harness's client or rawClient) and reads the whole answer.
+func roundTrip(t testing.TB, client *http.Client, req *http.Request) response {
+	t.Helper()
+	r := testenv.Send(t, client, req)
+	return response{code: r.Code, body: r.Body, header: r.Header}
 }
 
 // putStock sets a SKU's stock through the API.
 func (h *harness) putStock(sku string, num int, price int64) {
 	h.t.Helper()
 	r := h.do("PUT", "/v1/stock/"+sku, testToken, nil, `{"num":`+itoa(int64(num))+`,"price_fen":`+itoa(price)+`}`)
-	if r.code != 200 {
-		h.t.Fatalf("put stock: %d %s", r.code, r.body)
-	}
+	wantCode(h.t, "put stock", r, 200)
 }
 
 // seedOrder inserts a WAIT_PAY order of amount fen directly and returns its trade_no.
@@ -187,15 +171,7 @@ func (h *harness) seedOrder(amount int64) string {
 // seedOrderNo inserts a WAIT_PAY order with the given trade_no.
 func (h *harness) seedOrderNo(tradeNo string, amount int64) string {
 	h.t.Helper()
-	err := h.db.InTx(context.Background(), func(tx *repository.Tx) error {
-		return tx.InsertOrder(context.Background(), payment.Order{
-			TradeNo: tradeNo, UserID: 1, SKU: "SEED", Num: 1, AmountFen: amount, Currency: "CNY",
-			CreateTime: time.Now().UTC().Truncate(time.Millisecond),
-		}, "", "", "")
-	})
-	if err != nil {
-		h.t.Fatal(err)
-	}
+	testenv.SeedOrder(h.t, h.db, tradeNo, "SEED", amount)
 	return tradeNo
 }
 
@@ -207,13 +183,12 @@ func (h *harness) notifyAlipay(p simulate.AlipayPayment) response {
 
 func (h *harness) post(path string, body []byte) response {
 	h.t.Helper()
-	res, err := h.client.Post(h.url+path, "application/x-www-form-urlencoded", bytes.NewReader(body))
+	req, err := http.NewRequest("POST", h.url+path, bytes.NewReader(body))
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return response{code: res.StatusCode, body: string(b), header: res.Header}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return roundTrip(h.t, h.client, req)
 }
 
 func alipayBody(t testing.TB, p simulate.AlipayPayment) []byte {
@@ -280,4 +255,28 @@ func together(n int, fn func() response) []response {
 	close(start)
 	wg.Wait()
 	return replies
+}
+
+// wantCode fails t unless r answered with code; what names the request.
+func wantCode(t testing.TB, what string, r response, code int) {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("%s: %d %s, want %d", what, r.code, r.body, code)
+	}
+}
+
+// pathCode is a request's path and the status code it must answer with.
+type pathCode struct {
+	path string
+	code int
+}
+
+// wantStatuses sends method with token and body to each case's path and wants its code.
+func (h *harness) wantStatuses(t *testing.T, method, token, body string, cases map[string]pathCode) {
+	t.Helper()
+	for name, c := range cases {
+		if r := h.do(method, c.path, token, nil, body); r.code != c.code {
+			t.Errorf("%s: %s %s: %d %s, want %d", name, method, c.path, r.code, r.body, c.code)
+		}
+	}
 }

@@ -58,13 +58,7 @@ func (h *harness) sendRaw(r hostileRequest) response {
 	for k, vs := range r.header {
 		req.Header[k] = vs
 	}
-	res, err := h.rawClient.Do(req)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return response{code: res.StatusCode, body: string(b), header: res.Header}
+	return roundTrip(h.t, h.rawClient, req)
 }
 
 // hostileSigner builds validly signed notifications whose fields a test edits first, so that a

@@ -3,6 +3,7 @@ package handlers
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 
@@ -101,28 +102,41 @@ func suffix(tradeNo string) string { return tradeNo[len(tradeNo)-16:] }
 // sample is the value of the counter name{labels} (all its labels given); -1 when there is none.
 func sample(t *testing.T, m *metrics.Metrics, name string, labels map[string]string) float64 {
 	t.Helper()
+	for _, s := range seriesOf(t, m, name) {
+		if maps.Equal(s.labels, labels) {
+			return s.value
+		}
+	}
+	return -1
+}
+
+// series is one series of a metric family: its labels and its value (a counter's or a gauge's).
+type series struct {
+	labels map[string]string
+	value  float64
+}
+
+// seriesOf is every series m exports of family name.
+func seriesOf(t *testing.T, m *metrics.Metrics, name string) []series {
+	t.Helper()
 	families, err := m.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
+	var out []series
 	for _, f := range families {
 		if f.GetName() != name {
 			continue
 		}
-	next:
 		for _, mt := range f.GetMetric() {
-			if len(mt.GetLabel()) != len(labels) {
-				continue
-			}
+			s := series{labels: map[string]string{}, value: mt.GetCounter().GetValue() + mt.GetGauge().GetValue()}
 			for _, l := range mt.GetLabel() {
-				if labels[l.GetName()] != l.GetValue() {
-					continue next
-				}
+				s.labels[l.GetName()] = l.GetValue()
 			}
-			return mt.GetCounter().GetValue()
+			out = append(out, s)
 		}
 	}
-	return -1
+	return out
 }
 
 func TestVerifyReason(t *testing.T) {

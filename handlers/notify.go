@@ -95,22 +95,26 @@ func (s *Server) refuse(c echo.Context, ch channels.Channel, start time.Time, bo
 	return writeReply(c, r.status, ch.Reply(payment.ReplyRefuse))
 }
 
-// verifyReason maps a channel's verification error to its paygw_verify_failures_total reason.
-// ErrProbe wraps ErrBadSignature, so it is asked first.
+// verifyReasons maps a channel's verification error to its paygw_verify_failures_total reason,
+// the first that matches. ErrProbe wraps ErrBadSignature, so it is asked first.
+var verifyReasons = []struct {
+	err    error
+	reason string
+}{
+	{channels.ErrProbe, metrics.ReasonProbe},
+	{channels.ErrStale, metrics.ReasonStale},
+	{channels.ErrBadSignature, metrics.ReasonBadSignature},
+	{channels.ErrNotOurs, metrics.ReasonNotOurs},
+	{channels.ErrUnsupported, metrics.ReasonUnsupported},
+	{channels.ErrMalformed, metrics.ReasonMalformed},
+}
+
+// verifyReason is err's reason (verifyReasons), metrics.ReasonOther for any other error.
 func verifyReason(err error) string {
-	switch {
-	case errors.Is(err, channels.ErrProbe):
-		return metrics.ReasonProbe
-	case errors.Is(err, channels.ErrStale):
-		return metrics.ReasonStale
-	case errors.Is(err, channels.ErrBadSignature):
-		return metrics.ReasonBadSignature
-	case errors.Is(err, channels.ErrNotOurs):
-		return metrics.ReasonNotOurs
-	case errors.Is(err, channels.ErrUnsupported):
-		return metrics.ReasonUnsupported
-	case errors.Is(err, channels.ErrMalformed):
-		return metrics.ReasonMalformed
+	for _, r := range verifyReasons {
+		if errors.Is(err, r.err) {
+			return r.reason
+		}
 	}
 	return metrics.ReasonOther
 }

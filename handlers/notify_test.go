@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -73,107 +74,80 @@ func TestAlipayOutcomeTable(t *testing.T) {
 		records, journal, anomalies int
 		anomalyKind                 string
 	}
+	paid := simulate.AlipayPayment{AmountFen: 1000}
+	closed := simulate.AlipayPayment{AmountFen: 1000, TradeStatus: "TRADE_CLOSED"}
 	cases := []struct {
-		name  string
-		setup func() string // returns trade_no
-		send  func(tradeNo string) []simulate.AlipayPayment
-		want  want
+		name    string
+		unknown bool                     // a trade_no paygw never issued; otherwise a WAIT_PAY order of 10.00
+		prior   *simulate.AlipayPayment  // notified first, to bring the order where the case starts
+		send    []simulate.AlipayPayment // TradeNo is the case's order's
+		want    want
 	}{
 		{
-			name:  "amount differs: untouched, AMOUNT_MISMATCH once",
-			setup: func() string { return h.seedOrder(1000) },
-			send: func(tn string) []simulate.AlipayPayment {
-				p := simulate.AlipayPayment{TradeNo: tn, AmountFen: 999}
-				return []simulate.AlipayPayment{p, p}
-			},
+			name: "amount differs: untouched, AMOUNT_MISMATCH once",
+			send: twice(simulate.AlipayPayment{AmountFen: 999}),
 			want: want{200, alipaySuccess, "WAIT_PAY", 1, 1, 1, "AMOUNT_MISMATCH"},
 		},
 		{
-			name: "paid after close: untouched, PAID_AFTER_CLOSE once",
-			setup: func() string {
-				tn := h.seedOrder(1000)
-				wantReply(t, h.notifyAlipay(simulate.AlipayPayment{TradeNo: tn, AmountFen: 1000, TradeStatus: "TRADE_CLOSED"}), 200, alipaySuccess)
-				return tn
-			},
-			send: func(tn string) []simulate.AlipayPayment {
-				p := simulate.AlipayPayment{TradeNo: tn, AmountFen: 1000}
-				return []simulate.AlipayPayment{p, p}
-			},
-			want: want{200, alipaySuccess, "CLOSED", 1, 2, 1, "PAID_AFTER_CLOSE"},
+			name:  "paid after close: untouched, PAID_AFTER_CLOSE once",
+			prior: &closed,
+			send:  twice(paid),
+			want:  want{200, alipaySuccess, "CLOSED", 1, 2, 1, "PAID_AFTER_CLOSE"},
 		},
 		{
-			name: "second Alipay transaction for a PAID order: DUPLICATE_PAYMENT once",
-			setup: func() string {
-				tn := h.seedOrder(1000)
-				wantReply(t, h.notifyAlipay(simulate.AlipayPayment{TradeNo: tn, AmountFen: 1000}), 200, alipaySuccess)
-				return tn
-			},
-			send: func(tn string) []simulate.AlipayPayment {
-				p := simulate.AlipayPayment{TradeNo: tn, AmountFen: 1000, AlipayTxn: "2099" + tn}
-				return []simulate.AlipayPayment{p, p}
-			},
-			want: want{200, alipaySuccess, "PAID", 2, 2, 1, "DUPLICATE_PAYMENT"},
+			name:  "second Alipay transaction for a PAID order: DUPLICATE_PAYMENT once",
+			prior: &paid,
+			send:  twice(simulate.AlipayPayment{AmountFen: 1000, AlipayTxn: "2099000000000000000001"}),
+			want:  want{200, alipaySuccess, "PAID", 2, 2, 1, "DUPLICATE_PAYMENT"},
 		},
 		{
-			name:  "unknown trade_no: nothing, retry",
-			setup: func() string { return "NOSUCHORDER" + strings.Repeat("0", 10) },
-			send: func(tn string) []simulate.AlipayPayment {
-				return []simulate.AlipayPayment{{TradeNo: tn, AmountFen: 1000}}
-			},
-			want: want{503, alipayFail, "", 0, 0, 0, ""},
+			name:    "unknown trade_no: nothing, retry",
+			unknown: true,
+			send:    []simulate.AlipayPayment{paid},
+			want:    want{503, alipayFail, "", 0, 0, 0, ""},
 		},
 		{
-			name:  "TRADE_CLOSED or a refund for an unknown trade_no: nothing, retry",
-			setup: func() string { return "NOSUCHORDER" + strings.Repeat("1", 10) },
-			send: func(tn string) []simulate.AlipayPayment {
-				return []simulate.AlipayPayment{{TradeNo: tn, AmountFen: 1000, TradeStatus: "TRADE_CLOSED"},
-					{TradeNo: tn, AmountFen: 1000, RefundFen: 100}}
-			},
-			want: want{503, alipayFail, "", 0, 0, 0, ""},
+			name:    "TRADE_CLOSED or a refund for an unknown trade_no: nothing, retry",
+			unknown: true,
+			send:    []simulate.AlipayPayment{closed, {AmountFen: 1000, RefundFen: 100}},
+			want:    want{503, alipayFail, "", 0, 0, 0, ""},
 		},
 		{
-			name:  "TRADE_CLOSED for WAIT_PAY: closed",
-			setup: func() string { return h.seedOrder(1000) },
-			send: func(tn string) []simulate.AlipayPayment {
-				p := simulate.AlipayPayment{TradeNo: tn, AmountFen: 1000, TradeStatus: "TRADE_CLOSED"}
-				return []simulate.AlipayPayment{p, p}
-			},
+			name: "TRADE_CLOSED for WAIT_PAY: closed",
+			send: twice(closed),
 			want: want{200, alipaySuccess, "CLOSED", 0, 1, 0, ""},
 		},
 		{
-			name:  "WAIT_BUYER_PAY: unchanged, journalled",
-			setup: func() string { return h.seedOrder(1000) },
-			send: func(tn string) []simulate.AlipayPayment {
-				return []simulate.AlipayPayment{{TradeNo: tn, AmountFen: 1000, TradeStatus: "WAIT_BUYER_PAY"}}
-			},
+			name: "WAIT_BUYER_PAY: unchanged, journalled",
+			send: []simulate.AlipayPayment{{AmountFen: 1000, TradeStatus: "WAIT_BUYER_PAY"}},
 			want: want{200, alipaySuccess, "WAIT_PAY", 0, 1, 0, ""},
 		},
 		{
-			name: "refund notice (TRADE_SUCCESS with refund_fee): still paid once, journalled",
-			setup: func() string {
-				tn := h.seedOrder(1000)
-				wantReply(t, h.notifyAlipay(simulate.AlipayPayment{TradeNo: tn, AmountFen: 1000}), 200, alipaySuccess)
-				return tn
-			},
-			send: func(tn string) []simulate.AlipayPayment {
-				return []simulate.AlipayPayment{{TradeNo: tn, AmountFen: 1000, RefundFen: 300, NotifyID: "refund-" + tn}}
-			},
-			want: want{200, alipaySuccess, "PAID", 1, 2, 0, ""},
+			name:  "refund notice (TRADE_SUCCESS with refund_fee): still paid once, journalled",
+			prior: &paid,
+			send:  []simulate.AlipayPayment{{AmountFen: 1000, RefundFen: 300, NotifyID: "refund-notice"}},
+			want:  want{200, alipaySuccess, "PAID", 1, 2, 0, ""},
 		},
 		{
-			name:  "app_id not ours: refused",
-			setup: func() string { return h.seedOrder(1000) },
-			send: func(tn string) []simulate.AlipayPayment {
-				return []simulate.AlipayPayment{{TradeNo: tn, AmountFen: 1000, AppID: "2021999999999999"}}
-			},
+			name: "app_id not ours: refused",
+			send: []simulate.AlipayPayment{{AmountFen: 1000, AppID: "2021999999999999"}},
 			want: want{400, alipayFail, "WAIT_PAY", 0, 0, 0, ""},
 		},
 	}
-	for _, tc := range cases {
+	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			tn := tc.setup()
+			tn := fmt.Sprintf("NOSUCHORDER%010d", i)
+			if !tc.unknown {
+				tn = h.seedOrder(1000)
+			}
+			if tc.prior != nil {
+				p := *tc.prior
+				p.TradeNo = tn
+				wantReply(t, h.notifyAlipay(p), 200, alipaySuccess)
+			}
 			var last response
-			for _, p := range tc.send(tn) {
+			for _, p := range tc.send {
+				p.TradeNo = tn
 				last = h.notifyAlipay(p)
 			}
 			wantReply(t, last, tc.want.code, tc.want.body)
@@ -195,6 +169,9 @@ func TestAlipayOutcomeTable(t *testing.T) {
 		})
 	}
 }
+
+// twice is p sent twice: a channel's redelivery.
+func twice(p simulate.AlipayPayment) []simulate.AlipayPayment { return []simulate.AlipayPayment{p, p} }
 
 func TestAlipayRefusesWhatFailsVerification(t *testing.T) {
 	h := newHarness(t, options{})

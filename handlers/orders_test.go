@@ -30,9 +30,7 @@ func TestCreateOrderIsIdempotent(t *testing.T) {
 	h.putStock("A-100", 10, 1999)
 
 	first := h.create(testToken, "key-1", orderBody)
-	if first.code != 201 {
-		t.Fatalf("create: %d %s", first.code, first.body)
-	}
+	wantCode(t, "create", first, 201)
 	var o struct {
 		TradeNo   string `json:"trade_no"`
 		AmountFen int64  `json:"amount_fen"`
@@ -247,9 +245,7 @@ func TestQueryPaymentStatus(t *testing.T) {
 		wantReply(t, h.notifyAlipay(alipayPayment(o.TradeNo, 1999)), 200, alipaySuccess)
 	}
 	r := h.do("GET", "/v1/payments/"+o.TradeNo, testToken, nil, "")
-	if r.code != 200 {
-		t.Fatalf("query: %d %s", r.code, r.body)
-	}
+	wantCode(t, "query", r, 200)
 	var got struct {
 		Order struct {
 			Status string `json:"status"`
@@ -286,9 +282,7 @@ func TestCreateOrderAfterRecordPurge(t *testing.T) {
 	h := newHarness(t, options{})
 	h.putStock("A-100", 10, 1999)
 	first := h.create(testToken, "purged", orderBody)
-	if first.code != 201 {
-		t.Fatalf("create: %d %s", first.code, first.body)
-	}
+	wantCode(t, "create", first, 201)
 	if n := h.count(`SELECT COUNT(*) FROM idempotent_record`); n != 1 {
 		t.Fatalf("records = %d", n)
 	}
@@ -380,9 +374,7 @@ func TestAdoptedOrderObeysReplayRules(t *testing.T) {
 	purge := func(h *harness) string {
 		h.putStock("A-100", 10, 1999)
 		first := h.create(testToken, "purged", orderBody)
-		if first.code != 201 {
-			t.Fatalf("create: %d %s", first.code, first.body)
-		}
+		wantCode(t, "create", first, 201)
 		h.exec(`DELETE FROM idempotent_record`)
 		return first.body
 	}

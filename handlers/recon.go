@@ -102,9 +102,9 @@ func (s *Server) listRuns(c echo.Context) error {
 // discrepancies, a page at a time, by their stable id: those the run found, and those an earlier
 // run of its day found that it no longer finds (found false), each with its status.
 func (s *Server) listDiscrepancies(c echo.Context) error {
-	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
-	if err != nil || id < 1 {
-		return payment.ErrNotFound
+	id, err := pathID(c)
+	if err != nil {
+		return err
 	}
 	cursor, err := cursorOf(c)
 	if err != nil {
@@ -118,17 +118,11 @@ func (s *Server) listDiscrepancies(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := struct {
+	views, next := pageOf(rows, pageSize, discrepancyViewOf, func(d repository.DiscrepancyItem) int64 { return d.ID })
+	return c.JSON(http.StatusOK, struct {
 		Discrepancies []discrepancyView `json:"discrepancies"`
 		NextCursor    string            `json:"next_cursor,omitempty"`
-	}{Discrepancies: []discrepancyView{}}
-	for _, d := range rows {
-		out.Discrepancies = append(out.Discrepancies, discrepancyViewOf(d))
-	}
-	if len(rows) == pageSize {
-		out.NextCursor = strconv.FormatInt(rows[len(rows)-1].ID, 10)
-	}
-	return c.JSON(http.StatusOK, out)
+	}{views, next})
 }
 
 type anomalyListView struct {
@@ -151,29 +145,19 @@ func (s *Server) listAnomalies(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	unresolved := false
-	switch c.QueryParam("resolved") {
-	case "", "true":
-	case "false":
-		unresolved = true
-	default:
-		return fmt.Errorf("%w: resolved must be false (only unresolved) or absent", errBadQuery)
+	unresolved, err := unresolvedOf(c)
+	if err != nil {
+		return err
 	}
 	rows, err := s.db.ListAnomalies(c.Request().Context(), c.QueryParam("kind"), unresolved, cursor, pageSize)
 	if err != nil {
 		return err
 	}
-	out := struct {
+	views, next := pageOf(rows, pageSize, anomalyListViewOf, func(a payment.Anomaly) int64 { return a.ID })
+	return c.JSON(http.StatusOK, struct {
 		Anomalies  []anomalyListView `json:"anomalies"`
 		NextCursor string            `json:"next_cursor,omitempty"`
-	}{Anomalies: []anomalyListView{}}
-	for _, a := range rows {
-		out.Anomalies = append(out.Anomalies, anomalyListViewOf(a))
-	}
-	if len(rows) == pageSize {
-		out.NextCursor = strconv.FormatInt(rows[len(rows)-1].ID, 10)
-	}
-	return c.JSON(http.StatusOK, out)
+	}{views, next})
 }
 
 var errAlreadyResolved = errors.New("anomaly already resolved")
@@ -181,11 +165,7 @@ var errAlreadyResolved = errors.New("anomaly already resolved")
 // resolveAnomaly is POST /v1/anomalies/{id}/resolve {"note"}: records who (the token's name),
 // when, and the note. Resolving twice is a 409.
 func (s *Server) resolveAnomaly(c echo.Context) error {
-	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
-	if err != nil || id < 1 {
-		return payment.ErrNotFound
-	}
-	canonical, err := s.readJSON(c)
+	id, canonical, err := s.idAndBody(c)
 	if err != nil {
 		return err
 	}
@@ -216,4 +196,48 @@ func cursorOf(c echo.Context) (int64, error) {
 		return 0, fmt.Errorf("%w: cursor must be a next_cursor from a previous page", errBadQuery)
 	}
 	return n, nil
+}
+
+// unresolvedOf reads ?resolved=: false lists only the unresolved anomalies; absent (or true)
+// lists them all.
+func unresolvedOf(c echo.Context) (bool, error) {
+	switch c.QueryParam("resolved") {
+	case "", "true":
+		return false, nil
+	case "false":
+		return true, nil
+	}
+	return false, fmt.Errorf("%w: resolved must be false (only unresolved) or absent", errBadQuery)
+}
+
+// pathID is the {id} of a path: a positive integer, or no such thing (404).
+func pathID(c echo.Context) (int64, error) {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id < 1 {
+		return 0, payment.ErrNotFound
+	}
+	return id, nil
+}
+
+// idAndBody reads a POST to an {id}'s path: the id (pathID) and the canonical JSON body.
+func (s *Server) idAndBody(c echo.Context) (int64, []byte, error) {
+	id, err := pathID(c)
+	if err != nil {
+		return 0, nil, err
+	}
+	canonical, err := s.readJSON(c)
+	return id, canonical, err
+}
+
+// pageOf is one page of a paginated answer: the rows' views ([] for none, never null) and
+// its next_cursor, the last row's id when the page is full, "" on the last page.
+func pageOf[T, V any](rows []T, limit int, view func(T) V, id func(T) int64) ([]V, string) {
+	views := make([]V, 0, len(rows))
+	for _, r := range rows {
+		views = append(views, view(r))
+	}
+	if len(rows) == 0 || len(rows) != limit {
+		return views, ""
+	}
+	return views, strconv.FormatInt(id(rows[len(rows)-1]), 10)
 }

@@ -93,22 +93,11 @@ func TestReconciliationsAPI(t *testing.T) {
 	if len(seen) != 75 {
 		t.Fatalf("pages hold %d LOCAL_ONLY rows, want 75", len(seen))
 	}
-	for name, c := range map[string]struct {
-		path string
-		code int
-	}{
+	h.wantStatuses(t, "GET", testToken, "", map[string]pathCode{
 		"unknown run": {"/v1/reconciliations/999999/discrepancies", 404},
 		"bad run id":  {"/v1/reconciliations/x/discrepancies", 404},
 		"bad date":    {"/v1/reconciliations?date=30-11-2026", 400},
 		"bad cursor":  {fmt.Sprintf("/v1/reconciliations/%d/discrepancies?cursor=x", runID), 400},
-		"no token":    {"/v1/reconciliations", 401},
-	} {
-		token := testToken
-		if name == "no token" {
-			token = ""
-		}
-		if r := h.do("GET", c.path, token, nil, ""); r.code != c.code {
-			t.Errorf("%s: %d %s, want %d", name, r.code, r.body, c.code)
-		}
-	}
+	})
+	h.wantStatuses(t, "GET", "", "", map[string]pathCode{"no token": {"/v1/reconciliations", 401}})
 }

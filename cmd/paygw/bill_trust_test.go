@@ -31,7 +31,7 @@ var billDay = time.Date(2026, 11, 30, 0, 0, 0, 0, cst)
 // database of its own.
 func billSetup(t *testing.T) (path, dsn string) {
 	t.Helper()
-	_, man := sandboxKeys(t)
+	_, man := testenv.SandboxKeys(t)
 	raw, err := os.ReadFile(man.ConfigPath)
 	if err != nil {
 		t.Fatal(err)
@@ -110,10 +110,12 @@ func alipayFile(t *testing.T, account string, from time.Time, rows []alipayRow, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return writeBillFile(t, "alipay_业务明细.csv", text)
+	return tempFile(t, "alipay_业务明细.csv", text)
 }
 
-func writeBillFile(t *testing.T, name, text string) string {
+// tempFile writes text to a file of that name in a directory of the test's own; it returns the
+// file's path.
+func tempFile(t *testing.T, name, text string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), name)
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
@@ -125,7 +127,7 @@ func writeBillFile(t *testing.T, name, text string) string {
 // csvFile writes paygw's generic bill.
 func csvFile(t *testing.T, rows ...string) string {
 	t.Helper()
-	return writeBillFile(t, "bill.csv", "trade_no,channel_txn_id,kind,amount_fen,currency,time,refund_id\n"+strings.Join(rows, "\n")+"\n")
+	return tempFile(t, "bill.csv", "trade_no,channel_txn_id,kind,amount_fen,currency,time,refund_id\n"+strings.Join(rows, "\n")+"\n")
 }
 
 // wechatRow is a WeChat SUCCESS row of 19.99 at 17:07:11 on the bill day, of appid and mchid.

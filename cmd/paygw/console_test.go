@@ -55,12 +55,7 @@ func TestServeConsole(t *testing.T) {
 		t.Fatal(err)
 	}
 	res.Body.Close()
-	var session *http.Cookie
-	for _, c := range res.Cookies() {
-		if c.Name == console.SessionCookie {
-			session = c
-		}
-	}
+	session := testenv.Cookie(res.Cookies(), console.SessionCookie)
 	if res.StatusCode != http.StatusSeeOther || session == nil {
 		t.Fatalf("login: %d, session cookie %v", res.StatusCode, session)
 	}

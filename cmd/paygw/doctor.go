@@ -240,13 +240,35 @@ func doctorKeys(cfg *config.Config, c *checklist) {
 	}
 }
 
-func publicKeyFile(c *checklist, key, path string, minBits int) {
+// readFile reads path for the check named name; a failure is reported under it.
+func readFile(c *checklist, name, path string) ([]byte, bool) {
 	b, err := os.ReadFile(path) // #nosec G304 -- the operator's own configuration
 	if err != nil {
-		c.fail("key "+key, "%v", err)
-		return
+		c.fail(name, "%v", err)
+		return nil, false
 	}
-	publicKeyText(c, key, path, string(b), minBits)
+	return b, true
+}
+
+// parseFile reads path and parses it, reporting either failure under the check named name.
+func parseFile[T any](c *checklist, name, path string, parse func([]byte) (T, error)) (T, bool) {
+	var zero T
+	b, ok := readFile(c, name, path)
+	if !ok {
+		return zero, false
+	}
+	v, err := parse(b)
+	if err != nil {
+		c.fail(name, "%s: %v", path, err)
+		return zero, false
+	}
+	return v, true
+}
+
+func publicKeyFile(c *checklist, key, path string, minBits int) {
+	if b, ok := readFile(c, "key "+key, path); ok {
+		publicKeyText(c, key, path, string(b), minBits)
+	}
 }
 
 func publicKeyText(c *checklist, key, path, text string, minBits int) {
@@ -263,17 +285,9 @@ func publicKeyText(c *checklist, key, path, text string, minBits int) {
 }
 
 func privateKeyFile(c *checklist, key, path string, minBits int) {
-	b, err := os.ReadFile(path) // #nosec G304 -- the operator's own configuration
-	if err != nil {
-		c.fail("key "+key, "%v", err)
-		return
+	if k, ok := parseFile(c, "key "+key, path, channels.ParsePrivateKey); ok {
+		rsaSize(c, key, path, "private", &k.PublicKey, minBits)
 	}
-	k, err := channels.ParsePrivateKey(b)
-	if err != nil {
-		c.fail("key "+key, "%s: %v", path, err)
-		return
-	}
-	rsaSize(c, key, path, "private", &k.PublicKey, minBits)
 }
 
 // rsaSize checks pub by the channel's own rule, minBits (the channel packages' MinRSABits...).
@@ -286,16 +300,7 @@ func rsaSize(c *checklist, key, path, kind string, pub *rsa.PublicKey, minBits i
 }
 
 func certificateFile(c *checklist, key, path string, now time.Time, minBits int) {
-	b, err := os.ReadFile(path) // #nosec G304 -- the operator's own configuration
-	if err != nil {
-		c.fail("cert "+key, "%v", err)
-		return
-	}
-	certs, err := channels.ParseCertificates(b)
-	if err != nil {
-		c.fail("cert "+key, "%s: %v", path, err)
-		return
-	}
+	certs, _ := parseFile(c, "cert "+key, path, channels.ParseCertificates) // none on a failure
 	for _, cert := range certs {
 		certificate(c, key, path, cert, now, minBits)
 	}
@@ -328,9 +333,8 @@ func daysLeft(t, now time.Time) int {
 }
 
 func pfxFile(c *checklist, key, path, password string, now time.Time, minBits int) {
-	b, err := os.ReadFile(path) // #nosec G304 -- the operator's own configuration
-	if err != nil {
-		c.fail("key "+key, "%v", err)
+	b, ok := readFile(c, "key "+key, path)
+	if !ok {
 		return
 	}
 	k, leaf, err := unionpay.DecodePFX(b, password)

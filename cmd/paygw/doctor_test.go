@@ -19,20 +19,6 @@ import (
 	"github.com/paygw/paygw/simulate"
 )
 
-// sandboxKeys writes fresh sandbox keys into a directory of the test's own and registers their
-// secrets with the log scan.
-func sandboxKeys(t *testing.T) (string, simulate.Manifest) {
-	t.Helper()
-	dir := t.TempDir()
-	man, err := simulate.WriteKeys(dir, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	testenv.Secret(t, man.Stripe.APIKey)
-	testenv.Secret(t, man.UnionPay.MerchantSignCertPassword)
-	return dir, man
-}
-
 // sandboxChannels writes fresh sandbox keys and returns the channels: block trusting them, its
 // outbound calls sent to a running fake channel.
 func sandboxChannels(t *testing.T) (string, simulate.Manifest) {
@@ -45,7 +31,7 @@ func sandboxChannels(t *testing.T) (string, simulate.Manifest) {
 // the channels: block trusting the keys, its outbound calls sent to the fake.
 func sandboxFake(t *testing.T) (*simulate.Fake, string, simulate.Manifest) {
 	t.Helper()
-	dir, man := sandboxKeys(t)
+	dir, man := testenv.SandboxKeys(t)
 	fake, err := simulate.NewFake(dir, "")
 	if err != nil {
 		t.Fatal(err)

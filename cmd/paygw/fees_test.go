@@ -2,7 +2,6 @@ package main
 
 import (
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,7 +13,7 @@ import (
 // repaired (a fee moves no money), the run's totals are kept, and the exit status says a
 // discrepancy remains (3). A fee_rate that is not a rate stops the command, naming the key.
 func TestReconcileBillFeeRate(t *testing.T) {
-	_, man := sandboxKeys(t)
+	_, man := testenv.SandboxKeys(t)
 	channelsYAML := feesReadFile(t, man.ConfigPath)
 	dsn := testenv.EmptyDatabase(t)
 	path := migratedConfig(t, settings{dsn: dsn, extra: channelsYAML})
@@ -22,7 +21,7 @@ func TestReconcileBillFeeRate(t *testing.T) {
 		VALUES ('PFEE1', 1, 'S', 1, 1999, 'CNY', 'WAIT_PAY', '2026-11-30 01:00:00', '2026-11-30 01:00:00')`)
 	line := "`2026-11-30 17:07:11,`wx0000000000000000,`1900000001,`0,`,`4200000925202611304997714293,`PFEE1,`openid,`NATIVE,`SUCCESS,`OTHERS,`CNY,`19.99,`0.00,`0,`0,`0.00,`0.00,`,`,`goods,`,`0.13000,`0.60%,`19.99,`0.00,`"
 	bill := strings.Replace(feesReadFile(t, wechatBill(t, 1, line)), "`0.00000,`19.99", "`0.13000,`19.99", 1)
-	file := feesWriteTemp(t, "wechat_fee_bill.txt", bill)
+	file := tempFile(t, "wechat_fee_bill.txt", bill)
 
 	r := runPaygw(t, []string{"PAYGW_CHANNELS__WECHATPAY__FEE_RATE=0.006"}, "reconcile", "bill", "--config", path,
 		"--channel", "wechatpay", "--date", "2026-11-30", "--file", file)
@@ -55,13 +54,4 @@ func feesReadFile(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
-}
-
-func feesWriteTemp(t *testing.T, name, body string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }

@@ -202,25 +202,40 @@ func startServer(t *testing.T, path, addr string) *server {
 		}
 	})
 
-	deadline := time.Now().Add(10 * time.Second)
+	switch err := waitOK(s.client, s.url+"/healthz", s.done, 10*time.Second, 50*time.Millisecond); {
+	case errors.Is(err, errExited):
+		t.Fatalf("paygw serve exited with %d before answering /healthz:\n%s", s.cmd.ProcessState.ExitCode(), s.out)
+	case err != nil:
+		t.Fatalf("paygw serve: /healthz %v:\n%s", err, s.out)
+	}
+	return s
+}
+
+// errExited: the process waitOK waited on ended first.
+var errExited = errors.New("exited")
+
+// waitOK asks url with client every so often until it answers 200 (nil), the process ends (done
+// closes: errExited) or within passes (an error with the last request's own, if it had one).
+func waitOK(client *http.Client, url string, done <-chan struct{}, within, every time.Duration) error {
+	deadline := time.Now().Add(within)
 	for {
 		select {
-		case <-s.done:
-			t.Fatalf("paygw serve exited with %d before answering /healthz:\n%s", s.cmd.ProcessState.ExitCode(), s.out)
+		case <-done:
+			return errExited
 		default:
 		}
-		res, err := s.client.Get(s.url + "/healthz")
+		res, err := client.Get(url)
 		if err == nil {
 			_, _ = io.Copy(io.Discard, res.Body)
 			res.Body.Close()
 			if res.StatusCode == http.StatusOK {
-				return s
+				return nil
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("paygw serve: /healthz not 200 within 10s (last error %v):\n%s", err, s.out)
+			return fmt.Errorf("not 200 within %s (last error %v)", within, err)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(every)
 	}
 }
 
@@ -251,27 +266,8 @@ type response struct {
 
 func (s *server) do(method, path, token string, header map[string]string, body string) response {
 	s.t.Helper()
-	req, err := http.NewRequest(method, s.url+path, strings.NewReader(body))
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	res, err := s.client.Do(req)
-	if err != nil {
-		s.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		s.t.Fatalf("%s %s: reading the body: %v", method, path, err)
-	}
-	return response{code: res.StatusCode, body: string(b), header: res.Header}
+	r := testenv.Send(s.t, s.client, testenv.APIRequest(s.t, method, s.url+path, token, body, header))
+	return response{code: r.Code, body: r.Body, header: r.Header}
 }
 
 // execBash runs script with bash.

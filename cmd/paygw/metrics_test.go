@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -37,16 +38,9 @@ func TestPrometheusScrapesWhatWasSent(t *testing.T) {
 	prom := prometheusBinary(t)
 
 	// The gateway, with channels trusting `paygw simulate keys`.
-	keys := t.TempDir()
-	if r := runPaygw(t, nil, "simulate", "keys", "--out", keys); r.code != 0 {
-		t.Fatalf("paygw simulate keys: %d\n%s", r.code, r.stderr)
-	}
-	channelsYAML, err := os.ReadFile(filepath.Join(keys, "channels.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	keys, channelsYAML := simulateKeys(t)
 	// No fake channel server runs: outbound calls go to a port nothing listens on.
-	extra := strings.ReplaceAll(string(channelsYAML), simulate.FakeAddr, "127.0.0.1:1")
+	extra := strings.ReplaceAll(channelsYAML, simulate.FakeAddr, "127.0.0.1:1")
 	addr, admin := freeAddr(t), freeAddr(t)
 	extra += fmt.Sprintf("admin:\n  addr: %q\n", admin)
 	// A webhook endpoint that verifies what it is sent, so the webhook panels have deliveries.
@@ -300,26 +294,13 @@ scrape_configs:
 		_ = cmd.Process.Kill()
 		<-done
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		select {
-		case <-done:
-			t.Fatalf("prometheus exited before it was ready:\n%s", out)
-		default:
-		}
-		res, err := http.Get("http://" + addr + "/-/ready")
-		if err == nil {
-			_, _ = io.Copy(io.Discard, res.Body)
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return addr
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("prometheus not ready within 30s (last error %v):\n%s", err, out)
-		}
-		time.Sleep(100 * time.Millisecond)
+	switch err := waitOK(http.DefaultClient, "http://"+addr+"/-/ready", done, 30*time.Second, 100*time.Millisecond); {
+	case errors.Is(err, errExited):
+		t.Fatalf("prometheus exited before it was ready:\n%s", out)
+	case err != nil:
+		t.Fatalf("prometheus not ready: %v:\n%s", err, out)
 	}
+	return addr
 }
 
 // promQuery runs an instant query and returns each series' value keyed by its labels' values

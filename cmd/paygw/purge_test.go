@@ -138,7 +138,7 @@ func TestServePurgesDaily(t *testing.T) {
 // changes nothing (the order is PAID by that transaction), and the idempotent create still
 // answers the original order.
 func TestRepeatsAfterPurge(t *testing.T) {
-	dir, man := sandboxKeys(t)
+	dir, man := testenv.SandboxKeys(t)
 	signers, err := simulate.LoadSigners(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -75,18 +75,14 @@ func wechatBill(t *testing.T, rows int, lines ...string) string {
 	body := header + "\r\n" + strings.Join(lines, "\r\n") + "\r\n" +
 		"总交易单数,应结订单总金额,退款总金额,充值券退款总金额,手续费总金额,订单总金额,申请退款总金额\r\n" +
 		fmt.Sprintf("`%d,`19.99,`0.00,`0.00,`0.00000,`19.99,`0.00\r\n", rows)
-	path := filepath.Join(t.TempDir(), "wechat_bill.txt")
-	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return tempFile(t, "wechat_bill.txt", body)
 }
 
 // `paygw reconcile bill --file` with a real WeChat bill: a payment whose notification was lost
 // is repaired (exit 0); a bill whose summary disagrees with its lines is untrusted (exit 4, in
 // the report); a bill that is not one stops with one line naming the file (exit 1).
 func TestReconcileBillCommand(t *testing.T) {
-	_, man := sandboxKeys(t)
+	_, man := testenv.SandboxKeys(t)
 	channelsYAML, err := os.ReadFile(man.ConfigPath)
 	if err != nil {
 		t.Fatal(err)

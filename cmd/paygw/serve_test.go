@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -87,11 +86,8 @@ func TestRestartReplaysOriginalResult(t *testing.T) {
 func TestServeRefusesBadConfig(t *testing.T) {
 	t.Run("unknown key", func(t *testing.T) {
 		// A typo beside http.addr: refused rather than silently ignored.
-		path := filepath.Join(t.TempDir(), "paygw.yaml")
-		body := fmt.Sprintf("http:\n  addr: %q\n  adress: \"127.0.0.1:9\"\nmysql:\n  dsn: \"root@tcp(127.0.0.1:1)/paygw\"\n", freeAddr(t))
-		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		path := tempFile(t, "paygw.yaml",
+			fmt.Sprintf("http:\n  addr: %q\n  adress: \"127.0.0.1:9\"\nmysql:\n  dsn: \"root@tcp(127.0.0.1:1)/paygw\"\n", freeAddr(t)))
 		r := serveFails(t, path, 5*time.Second, "refuse the config")
 		msg := strings.TrimRight(r.stderr, "\n")
 		if !strings.HasPrefix(msg, "paygw:") || !strings.Contains(msg, "adress") {

@@ -67,12 +67,7 @@ func (p *sinkProc) deliver(t *testing.T, id, typ, tradeNo string, keys ...webhoo
 	}
 	req.Header = webhook.Headers(id, time.Now(), body, keys...)
 	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	return res.StatusCode
+	return testenv.Send(t, http.DefaultClient, req).Code
 }
 
 func (p *sinkProc) stats(t *testing.T) simulate.SinkStats {

@@ -20,14 +20,7 @@ import (
 // a concurrent storm of repeats, then redelivers on a compressed retry schedule until an order
 // that did not exist yet appears.
 func TestSimulateAgainstServe(t *testing.T) {
-	keys := t.TempDir()
-	if r := runPaygw(t, nil, "simulate", "keys", "--out", keys); r.code != 0 {
-		t.Fatalf("simulate keys: %d\n%s", r.code, r.stderr)
-	}
-	snippet, err := os.ReadFile(filepath.Join(keys, "channels.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	keys, snippet := simulateKeys(t)
 	dsn := testenv.NewDatabase(t)
 	addr, token := freeAddr(t), newToken(t)
 	path := writeConfig(t, settings{addr: addr, dsn: dsn, token: token})
@@ -35,7 +28,7 @@ func TestSimulateAgainstServe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.Write(snippet); err != nil {
+	if _, err := f.WriteString(snippet); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()
@@ -127,7 +120,7 @@ func TestSimulateAgainstServe(t *testing.T) {
 // `paygw simulate notify` exits 1 when the gateway accepted none of its notifications, and 0 when
 // it accepted one: a storm against a gateway that refuses every signature is not a success.
 func TestSimulateNotifyExitCode(t *testing.T) {
-	keys, _ := sandboxKeys(t)
+	keys, _ := testenv.SandboxKeys(t)
 	tests := map[string]struct {
 		answers []int // the gateway's statuses, in order, then the last one repeated
 		code    int
@@ -160,4 +153,19 @@ func TestSimulateNotifyExitCode(t *testing.T) {
 			}
 		})
 	}
+}
+
+// simulateKeys runs `paygw simulate keys` into a directory of the test's own; it returns the
+// directory and the channels: block it wrote (channels.yaml).
+func simulateKeys(t *testing.T) (string, string) {
+	t.Helper()
+	keys := t.TempDir()
+	if r := runPaygw(t, nil, "simulate", "keys", "--out", keys); r.code != 0 {
+		t.Fatalf("paygw simulate keys: %d\n%s", r.code, r.stderr)
+	}
+	b, err := os.ReadFile(filepath.Join(keys, "channels.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys, string(b)
 }
