@@ -27,6 +27,7 @@ import (
 	"github.com/paygw/paygw/console"
 	"github.com/paygw/paygw/handlers"
 	"github.com/paygw/paygw/internal/testenv"
+	"github.com/paygw/paygw/internal/testenv/sandbox"
 	"github.com/paygw/paygw/orders"
 	"github.com/paygw/paygw/reconcile"
 	"github.com/paygw/paygw/repository"
@@ -53,7 +54,7 @@ func roleName(r access.Role) string { return string(r) }
 
 func newGateway(t *testing.T) *gateway {
 	t.Helper()
-	dir, man := testenv.SandboxKeys(t)
+	dir, man := sandbox.Keys(t)
 	g := &gateway{t: t, tokens: map[access.Role]string{}, logs: &testenv.LogBuffer{}}
 
 	// The gateway's handler is set once it is built: the fake channel needs its URL first.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/paygw/paygw/bills"
 	"github.com/paygw/paygw/internal/testenv"
+	"github.com/paygw/paygw/internal/testenv/sandbox"
 	"github.com/paygw/paygw/simulate"
 )
 
@@ -31,7 +32,7 @@ var billDay = time.Date(2026, 11, 30, 0, 0, 0, 0, cst)
 // database of its own.
 func billSetup(t *testing.T) (path, dsn string) {
 	t.Helper()
-	_, man := testenv.SandboxKeys(t)
+	_, man := sandbox.Keys(t)
 	raw, err := os.ReadFile(man.ConfigPath)
 	if err != nil {
 		t.Fatal(err)

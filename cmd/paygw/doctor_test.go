@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/paygw/paygw/internal/testenv"
+	"github.com/paygw/paygw/internal/testenv/sandbox"
 	"github.com/paygw/paygw/simulate"
 )
 
@@ -31,7 +32,7 @@ func sandboxChannels(t *testing.T) (string, simulate.Manifest) {
 // the channels: block trusting the keys, its outbound calls sent to the fake.
 func sandboxFake(t *testing.T) (*simulate.Fake, string, simulate.Manifest) {
 	t.Helper()
-	dir, man := testenv.SandboxKeys(t)
+	dir, man := sandbox.Keys(t)
 	fake, err := simulate.NewFake(dir, "")
 	if err != nil {
 		t.Fatal(err)

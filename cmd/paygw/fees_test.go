@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/paygw/paygw/internal/testenv"
+	"github.com/paygw/paygw/internal/testenv/sandbox"
 )
 
 // `paygw reconcile bill` checks each payment line's fee against channels.X.fee_rate: a WeChat
@@ -13,7 +14,7 @@ import (
 // repaired (a fee moves no money), the run's totals are kept, and the exit status says a
 // discrepancy remains (3). A fee_rate that is not a rate stops the command, naming the key.
 func TestReconcileBillFeeRate(t *testing.T) {
-	_, man := testenv.SandboxKeys(t)
+	_, man := sandbox.Keys(t)
 	channelsYAML := feesReadFile(t, man.ConfigPath)
 	dsn := testenv.EmptyDatabase(t)
 	path := migratedConfig(t, settings{dsn: dsn, extra: channelsYAML})

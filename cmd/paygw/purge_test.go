@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/paygw/paygw/internal/testenv"
+	"github.com/paygw/paygw/internal/testenv/sandbox"
 	"github.com/paygw/paygw/simulate"
 )
 
@@ -138,7 +139,7 @@ func TestServePurgesDaily(t *testing.T) {
 // changes nothing (the order is PAID by that transaction), and the idempotent create still
 // answers the original order.
 func TestRepeatsAfterPurge(t *testing.T) {
-	dir, man := testenv.SandboxKeys(t)
+	dir, man := sandbox.Keys(t)
 	signers, err := simulate.LoadSigners(dir)
 	if err != nil {
 		t.Fatal(err)

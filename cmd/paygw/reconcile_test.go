@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/paygw/paygw/internal/testenv"
+	"github.com/paygw/paygw/internal/testenv/sandbox"
 	"github.com/paygw/paygw/reconcile"
 	"github.com/paygw/paygw/simulate"
 )
@@ -82,7 +83,7 @@ func wechatBill(t *testing.T, rows int, lines ...string) string {
 // is repaired (exit 0); a bill whose summary disagrees with its lines is untrusted (exit 4, in
 // the report); a bill that is not one stops with one line naming the file (exit 1).
 func TestReconcileBillCommand(t *testing.T) {
-	_, man := testenv.SandboxKeys(t)
+	_, man := sandbox.Keys(t)
 	channelsYAML, err := os.ReadFile(man.ConfigPath)
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/paygw/paygw/internal/testenv"
+	"github.com/paygw/paygw/internal/testenv/sandbox"
 )
 
 // TestSimulateAgainstServe drives the real binary end to end: `paygw simulate keys` makes the
@@ -120,7 +121,7 @@ func TestSimulateAgainstServe(t *testing.T) {
 // `paygw simulate notify` exits 1 when the gateway accepted none of its notifications, and 0 when
 // it accepted one: a storm against a gateway that refuses every signature is not a success.
 func TestSimulateNotifyExitCode(t *testing.T) {
-	keys, _ := testenv.SandboxKeys(t)
+	keys, _ := sandbox.Keys(t)
 	tests := map[string]struct {
 		answers []int // the gateway's statuses, in order, then the last one repeated
 		code    int

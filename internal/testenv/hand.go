@@ -10,7 +10,6 @@ import (
 
 	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/repository"
-	"github.com/paygw/paygw/simulate"
 )
 
 // Reply is an HTTP answer, its body read whole.
@@ -34,22 +33,6 @@ func Send(tb testing.TB, client *http.Client, req *http.Request) Reply {
 		tb.Fatalf("%s %s: reading the body: %v", req.Method, req.URL.Path, err)
 	}
 	return Reply{Code: res.StatusCode, Body: string(b), Header: res.Header}
-}
-
-// SandboxKeys writes fresh sandbox keys and configuration (simulate.WriteKeys) into a directory
-// of the test's own and registers every secret of them (Secret); it returns the directory and
-// the manifest.
-func SandboxKeys(tb testing.TB) (string, simulate.Manifest) {
-	tb.Helper()
-	dir := tb.TempDir()
-	man, err := simulate.WriteKeys(dir, time.Now())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, s := range []string{man.WeChatPay.APIv3Key, man.Stripe.WebhookSecret, man.Stripe.APIKey, man.UnionPay.MerchantSignCertPassword} {
-		Secret(tb, s)
-	}
-	return dir, man
 }
 
 // Cookie is the cookie of that name among cookies (a response's Cookies(), a jar's), nil if
