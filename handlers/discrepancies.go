@@ -33,27 +33,20 @@ type repairedView struct {
 // discrepancyView is a discrepancy as the API lists it: the repository's item, less the day's
 // keys (the run names them), with the repair nested under repaired.
 type discrepancyView struct {
-	repository.DiscrepancyItem
-	Repaired *repairedView `json:"repaired,omitempty"`
-	// Declared again so that they keep their place after repaired in the answer.
+	ID int64 `json:"id"`
+	repository.Finding
+	Status     string                 `json:"status"`
+	Found      bool                   `json:"found"`
+	FirstRunID int64                  `json:"first_run_id"`
+	LastRunID  int64                  `json:"last_run_id"`
+	Repaired   *repairedView          `json:"repaired,omitempty"`
 	GoneRunID  *int64                 `json:"gone_run_id,omitempty"`
 	Resolution *repository.Resolution `json:"resolution,omitempty"`
-
-	// Not shown: a field of the same JSON name here hides the item's, and, always nil, is
-	// omitted itself.
-	Channel         omitted `json:"channel,omitempty"`
-	Source          omitted `json:"source,omitempty"`
-	BillDate        omitted `json:"bill_date,omitempty"`
-	LineKey         omitted `json:"line_key,omitempty"`
-	RepairedRunID   omitted `json:"repaired_run_id,omitempty"`
-	RepairedOutcome omitted `json:"repaired_outcome,omitempty"`
 }
 
-// omitted is a field that hides an embedded one of the same JSON name from an answer.
-type omitted *struct{}
-
 func discrepancyViewOf(d repository.DiscrepancyItem) discrepancyView {
-	v := discrepancyView{DiscrepancyItem: d, GoneRunID: d.GoneRunID, Resolution: d.Resolution}
+	v := discrepancyView{ID: d.ID, Finding: d.Finding, Status: d.Status, Found: d.Found, FirstRunID: d.FirstRunID,
+		LastRunID: d.LastRunID, GoneRunID: d.GoneRunID, Resolution: d.Resolution}
 	if d.RepairedRunID != nil {
 		v.Repaired = &repairedView{RunID: *d.RepairedRunID, Outcome: d.RepairedOutcome}
 	}
