@@ -18,7 +18,7 @@ import (
 // Merchant identities the bills carry in their headers and columns: the sandbox's (simulate's
 // fake channel writes the same).
 const (
-	AlipayPID = "2088102177846875"
+	AlipayPID = simulate.AlipayPID
 )
 
 // Member is one history of a run and its ids there.
@@ -114,39 +114,19 @@ func major(minor int64, code string) string {
 	return strings.TrimSuffix(money.Format(minor, code), " "+code)
 }
 
-func signedYuan(fen int64) string {
-	if fen < 0 {
-		return "-" + simulate.Yuan(-fen)
-	}
-	return simulate.Yuan(fen)
-}
-
-const alipayHeader = "支付宝交易号,商户订单号,业务类型,商品名称,创建时间,完成时间,门店编号,门店名称,操作员,终端号,对方账户," +
-	"订单金额（元）,商家实收（元）,支付宝红包（元）,集分宝（元）,支付宝优惠（元）,商家优惠（元）,券核销金额（元）,券名称," +
-	"商家红包消费金额（元）,卡消费金额（元）,退款批次号/请求号,服务费（元）,分润（元）,备注"
-
 // alipayBill is the 业务明细 file, GBK. Truncated ends inside the detail block (half its rows,
 // the last one cut mid-line); untrusted states one 交易 more than it lists; invented lists a
 // payment its summary does not count.
 func alipayBill(base time.Time, bd BillDay, lines []billLine, v Variant, invented *billLine) []byte {
 	day := dayStart(base, bd)
 	var b strings.Builder
-	b.WriteString("#支付宝业务明细查询\n#账号：[" + AlipayPID + "0156]\n")
-	b.WriteString("#起始日期：[" + day.Format("2006年01月02日") + " 00:00:00]   终止日期：[" + day.AddDate(0, 0, 1).Format("2006年01月02日") + " 00:00:00]\n")
-	b.WriteString("#-----------------------------------------业务明细列表----------------------------------------\n")
-	b.WriteString(alipayHeader + "\n")
+	b.WriteString(simulate.AlipayBillHead(day))
 	var pays, refunds int
 	var payFen, refundFen int64
 	var rows []string
 	row := func(l billLine) string {
-		kind, fen := "交易", l.fen
-		if l.refund {
-			kind, fen = "退款", -l.fen
-		}
-		when := l.at.In(bills.ChinaTime).Format(time.DateTime)
-		return strings.Join([]string{l.txn + "\t", l.tradeNo + "\t", kind + "\t", "history goods", when, when, "\t", "\t", "\t", "\t",
-			"159****5620\t", signedYuan(fen), signedYuan(fen), "0.00", "0.00", "0.00", "0.00", "0.00", "", "0.00\t", "0.00",
-			l.refundID + "\t", "0.00", "0.00", ""}, ",")
+		return simulate.AlipayBillRow{TxnID: l.txn, TradeNo: l.tradeNo, Goods: "history goods", Refund: l.refund, Fen: l.fen,
+			At: l.at, RefundID: l.refundID}.Line()
 	}
 	for _, l := range lines {
 		rows = append(rows, row(l))
@@ -177,10 +157,7 @@ func alipayBill(base time.Time, bd BillDay, lines []billLine, v Variant, invente
 	if v == BillUntrusted {
 		pays++
 	}
-	b.WriteString("#-----------------------------------------业务明细列表结束------------------------------------\n")
-	b.WriteString(fmt.Sprintf("#交易合计：%d笔，商家实收共%s元，商家优惠共0.00元\n", pays, simulate.Yuan(payFen)))
-	b.WriteString(fmt.Sprintf("#退款合计：%d笔，商家实收退款共%s元，商家优惠退款共0.00元\n", refunds, signedYuan(-refundFen)))
-	b.WriteString("#导出时间：[" + day.AddDate(0, 0, 1).Add(9*time.Hour).Format("2006年01月02日 15:04:05") + "]\n")
+	b.WriteString(simulate.AlipayBillFoot(pays, refunds, payFen, refundFen, day.AddDate(0, 0, 1).Add(9*time.Hour)))
 	return gbk(b.String())
 }
 
