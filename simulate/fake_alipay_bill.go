@@ -87,15 +87,15 @@ func startOfDay(t time.Time, loc *time.Location) time.Time {
 
 // alipayBillName is <PID>0156_<yyyyMMdd>.
 func (f *Fake) alipayBillName(day time.Time) string {
-	return alipayPID + "0156_" + day.Format("20060102")
+	return AlipayPID + "0156_" + day.Format("20060102")
 }
 
-// alipayPID is the fake merchant's Alipay partner id.
-const alipayPID = "2088102177846875"
+// AlipayPID is the fake merchant's Alipay partner id.
+const AlipayPID = "2088102177846875"
 
 func (f *Fake) alipayBillZip(w http.ResponseWriter, r *http.Request) {
 	name, ok := strings.CutSuffix(r.PathValue("file"), ".csv.zip")
-	date, ok2 := strings.CutPrefix(name, alipayPID+"0156_")
+	date, ok2 := strings.CutPrefix(name, AlipayPID+"0156_")
 	day, err := time.ParseInLocation("20060102", date, bills.ChinaTime)
 	if !ok || !ok2 || err != nil {
 		http.NotFound(w, r)
@@ -115,40 +115,67 @@ const alipayBillHeader = "支付宝交易号,商户订单号,业务类型,商品
 	"订单金额（元）,商家实收（元）,支付宝红包（元）,集分宝（元）,支付宝优惠（元）,商家优惠（元）,券核销金额（元）,券名称," +
 	"商家红包消费金额（元）,卡消费金额（元）,退款批次号/请求号,服务费（元）,分润（元）,备注"
 
+// AlipayBillHead is the start of the 业务明细 file of day (Beijing time): the preamble naming
+// the account and the day, and the column header.
+func AlipayBillHead(day time.Time) string {
+	return "#支付宝业务明细查询\n#账号：[" + AlipayPID + "0156]\n" +
+		"#起始日期：[" + day.Format("2006年01月02日") + " 00:00:00]   终止日期：[" + day.AddDate(0, 0, 1).Format("2006年01月02日") + " 00:00:00]\n" +
+		"#-----------------------------------------业务明细列表----------------------------------------\n" +
+		alipayBillHeader + "\n"
+}
+
+// AlipayBillRow is one row of a 业务明细 file.
+type AlipayBillRow struct {
+	TxnID, TradeNo, Goods string
+	Refund                bool  // a 退款 row, else a 交易 row
+	Fen                   int64 // the amount in fen, positive; a 退款 row shows it negative
+	At                    time.Time
+	RefundID              string // 退款批次号/请求号
+}
+
+// Line is the row as the file writes it, without its newline.
+func (r AlipayBillRow) Line() string {
+	kind, fen := "交易", r.Fen
+	if r.Refund {
+		kind, fen = "退款", -r.Fen
+	}
+	when := r.At.In(bills.ChinaTime).Format(time.DateTime)
+	return strings.Join([]string{r.TxnID + "\t", r.TradeNo + "\t", kind + "\t", r.Goods, when, when, "\t", "\t", "\t", "\t",
+		"159****5620\t", signedYuan(fen), signedYuan(fen), "0.00", "0.00", "0.00", "0.00", "0.00", "", "0.00\t", "0.00",
+		r.RefundID + "\t", "0.00", "0.00", ""}, ",")
+}
+
+// AlipayBillFoot ends the 业务明细 file: the totals lines stating pays 交易 of payFen and
+// refunds 退款 of refundFen, and the export time.
+func AlipayBillFoot(pays, refunds int, payFen, refundFen int64, exported time.Time) string {
+	return "#-----------------------------------------业务明细列表结束------------------------------------\n" +
+		"#交易合计：" + itoa(pays) + "笔，商家实收共" + Yuan(payFen) + "元，商家优惠共0.00元\n" +
+		"#退款合计：" + itoa(refunds) + "笔，商家实收退款共" + signedYuan(-refundFen) + "元，商家优惠退款共0.00元\n" +
+		"#导出时间：[" + exported.In(bills.ChinaTime).Format("2006年01月02日 15:04:05") + "]\n"
+}
+
 // AlipayBillZip is the bill zip of day (Beijing time) for the fake's Alipay trades: a 交易 row
 // per payment, a 退款 row per refund (negative amounts, 退款批次号/请求号 the refund's out_biz_no
 // as its notification carries it), and the totals lines.
 func (f *Fake) AlipayBillZip(day time.Time) ([]byte, error) {
 	day = startOfDay(day, bills.ChinaTime)
 	var b strings.Builder
-	b.WriteString("#支付宝业务明细查询\n#账号：[" + alipayPID + "0156]\n")
-	b.WriteString("#起始日期：[" + day.Format("2006年01月02日") + " 00:00:00]   终止日期：[" + day.AddDate(0, 0, 1).Format("2006年01月02日") + " 00:00:00]\n")
-	b.WriteString("#-----------------------------------------业务明细列表----------------------------------------\n")
-	b.WriteString(alipayBillHeader + "\n")
+	b.WriteString(AlipayBillHead(day))
 	var pays, refunds int
 	var payFen, refundFen int64
-	row := func(t fakeBillTrade, kind string, fen int64, at time.Time, refundID string) {
-		when := at.In(bills.ChinaTime).Format(time.DateTime)
-		fields := []string{t.TxnID + "\t", t.TradeNo + "\t", kind + "\t", "fake goods", when, when, "\t", "\t", "\t", "\t",
-			"159****5620\t", signedYuan(fen), signedYuan(fen), "0.00", "0.00", "0.00", "0.00", "0.00", "", "0.00\t", "0.00",
-			refundID + "\t", "0.00", "0.00", ""}
-		b.WriteString(strings.Join(fields, ",") + "\n")
-	}
 	for _, t := range f.dayTrades("alipay", day) {
-		row(t, "交易", t.AmountFen, t.PaidAt, "")
+		b.WriteString(AlipayBillRow{TxnID: t.TxnID, TradeNo: t.TradeNo, Goods: "fake goods", Fen: t.AmountFen, At: t.PaidAt}.Line() + "\n")
 		pays++
 		payFen += t.AmountFen
 		if t.RefundID != "" {
-			row(t, "退款", -t.RefundAmt, t.PaidAt, t.RefundID)
+			b.WriteString(AlipayBillRow{TxnID: t.TxnID, TradeNo: t.TradeNo, Goods: "fake goods", Refund: true, Fen: t.RefundAmt,
+				At: t.PaidAt, RefundID: t.RefundID}.Line() + "\n")
 			refunds++
 			refundFen += t.RefundAmt
 		}
 	}
-	b.WriteString("#-----------------------------------------业务明细列表结束------------------------------------\n")
-	b.WriteString("#交易合计：" + itoa(pays) + "笔，商家实收共" + Yuan(payFen) + "元，商家优惠共0.00元\n")
-	b.WriteString("#退款合计：" + itoa(refunds) + "笔，商家实收退款共" + signedYuan(-refundFen) + "元，商家优惠退款共0.00元\n")
-	b.WriteString("#导出时间：[" + time.Now().In(bills.ChinaTime).Format("2006年01月02日 15:04:05") + "]\n")
-	summary := "#支付宝业务汇总查询\n#账号：[" + alipayPID + "0156]\n门店编号,门店名称,交易订单总笔数,退款订单总笔数\n" +
+	b.WriteString(AlipayBillFoot(pays, refunds, payFen, refundFen, time.Now()))
+	summary := "#支付宝业务汇总查询\n#账号：[" + AlipayPID + "0156]\n门店编号,门店名称,交易订单总笔数,退款订单总笔数\n" +
 		"合计,," + itoa(pays) + "," + itoa(refunds) + "\n"
 
 	var out bytes.Buffer

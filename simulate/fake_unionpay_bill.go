@@ -92,63 +92,51 @@ func unionPayZMName(merID string, day time.Time) string {
 // zmWidths are the ZM file's field widths in bytes (42 fields, each followed by one separator).
 var zmWidths = [...]int{3, 11, 11, 6, 10, 19, 12, 4, 2, 21, 2, 32, 2, 6, 10, 13, 13, 4, 15, 2, 2, 6, 2, 4, 32, 1, 21, 15, 1, 15, 32, 13, 13, 8, 32, 13, 13, 12, 2, 1, 32, 98}
 
-// UnionPayBillZip is the zip of the ZM file of day (Beijing time) for the fake's UnionPay trades:
-// a consume (txnType 01) per payment, its queryId the notification's; a refund (04) per refund,
-// its queryId the refund notification's and origQryId the consume's. Fields are GBK, fixed width.
-func (f *Fake) UnionPayBillZip(day time.Time) ([]byte, error) {
-	day = startOfDay(day, bills.ChinaTime)
-	merID := f.manifest.UnionPay.MerID
-	var b bytes.Buffer
-	line := func(fields map[int]string) error {
-		for i, w := range zmWidths {
-			v := fields[i]
-			gbk, err := simplifiedchinese.GBK.NewEncoder().String(v)
-			if err != nil {
-				return err
-			}
-			if len(gbk) > w {
-				return fmt.Errorf("ZM field %d: %d bytes, width %d", i, len(gbk), w)
-			}
-			b.WriteString(gbk + strings.Repeat(" ", w-len(gbk)) + " ")
-		}
-		b.WriteString("\r\n")
-		return nil
+// UnionPayZMRecord is one record of a ZM file: a consume (txnType 01) or a refund (04).
+type UnionPayZMRecord struct {
+	MerID, TradeNo string
+	QueryID        string // the record's own queryId
+	Refund         bool
+	OrigQueryID    string // a refund's origQryId: its consume's queryId
+	Fen            int64
+	At             time.Time
+}
+
+// Line is the record as the ZM file holds it: each field GBK, padded to its width and followed
+// by a space, then CRLF. A field wider than its width is an error.
+func (r UnionPayZMRecord) Line() ([]byte, error) {
+	f := map[int]string{0: "S22", 1: "00049992900", 2: "00049992900", 3: r.QueryID[15:], 4: r.At.In(bills.ChinaTime).Format("0102150405"),
+		5: "6216***********0018", 6: fmt.Sprintf("%012d", r.Fen), 7: "5411", 8: "07", 9: r.QueryID, 11: r.TradeNo, 12: "01",
+		15: "D000000000000", 16: fmt.Sprintf("%013d", r.Fen), 17: "0001", 19: "01", 20: "01", 21: "000201", 27: r.MerID,
+		32: fmt.Sprintf("%013d", r.Fen), 36: "000000000000"}
+	if r.Refund {
+		f[15], f[19], f[20], f[26] = "C000000000000", "04", "00", r.OrigQueryID
 	}
-	for _, t := range f.dayTrades("unionpay", day) {
-		queryID := t.TxnID
-		if !unionPayDigitsOnly(queryID) {
-			queryID = unionPayQueryID(t.TradeNo, t.TxnID)
-		}
-		at := t.PaidAt.In(bills.ChinaTime).Format("0102150405")
-		base := map[int]string{0: "S22", 1: "00049992900", 2: "00049992900", 3: queryID[15:], 4: at, 5: "6216***********0018",
-			7: "5411", 8: "07", 9: queryID, 11: t.TradeNo, 12: "01", 17: "0001", 20: "01", 21: "000201", 27: merID, 36: "000000000000"}
-		pay := clone(base)
-		pay[6], pay[19] = fmt.Sprintf("%012d", t.AmountFen), "01"
-		pay[15], pay[16], pay[32] = "D000000000000", fmt.Sprintf("%013d", t.AmountFen), fmt.Sprintf("%013d", t.AmountFen)
-		if err := line(pay); err != nil {
+	var b bytes.Buffer
+	for i, w := range zmWidths {
+		gbk, err := simplifiedchinese.GBK.NewEncoder().String(f[i])
+		if err != nil {
 			return nil, err
 		}
-		if t.RefundID != "" {
-			refundID := t.RefundID
-			if !unionPayDigitsOnly(refundID) {
-				refundID = unionPayQueryID(t.TradeNo, queryID, StatusRefund, t.RefundID)
-			}
-			ref := clone(base)
-			ref[3], ref[9], ref[26] = refundID[15:], refundID, queryID
-			ref[6], ref[19], ref[20] = fmt.Sprintf("%012d", t.RefundAmt), "04", "00"
-			ref[15], ref[16], ref[32] = "C000000000000", fmt.Sprintf("%013d", t.RefundAmt), fmt.Sprintf("%013d", t.RefundAmt)
-			if err := line(ref); err != nil {
-				return nil, err
-			}
+		if len(gbk) > w {
+			return nil, fmt.Errorf("ZM field %d: %d bytes, width %d", i, len(gbk), w)
 		}
+		b.WriteString(gbk + strings.Repeat(" ", w-len(gbk)) + " ")
 	}
+	b.WriteString("\r\n")
+	return b.Bytes(), nil
+}
+
+// UnionPayZMZip is the zip UnionPay's file download holds: the ZM file zm of day, named for
+// merID.
+func UnionPayZMZip(merID string, day time.Time, zm []byte) ([]byte, error) {
 	var out bytes.Buffer
 	zw := zip.NewWriter(&out)
 	w, err := zw.Create(unionPayZMName(merID, day))
 	if err != nil {
 		return nil, err
 	}
-	if _, err := w.Write(b.Bytes()); err != nil {
+	if _, err := w.Write(zm); err != nil {
 		return nil, err
 	}
 	if err := zw.Close(); err != nil {
@@ -157,10 +145,34 @@ func (f *Fake) UnionPayBillZip(day time.Time) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
-func clone(m map[int]string) map[int]string {
-	c := make(map[int]string, len(m))
-	for k, v := range m {
-		c[k] = v
+// UnionPayBillZip is the zip of the ZM file of day (Beijing time) for the fake's UnionPay trades:
+// a consume (txnType 01) per payment, its queryId the notification's; a refund (04) per refund,
+// its queryId the refund notification's and origQryId the consume's. Fields are GBK, fixed width.
+func (f *Fake) UnionPayBillZip(day time.Time) ([]byte, error) {
+	day = startOfDay(day, bills.ChinaTime)
+	merID := f.manifest.UnionPay.MerID
+	var b bytes.Buffer
+	for _, t := range f.dayTrades("unionpay", day) {
+		queryID := t.TxnID
+		if !unionPayDigitsOnly(queryID) {
+			queryID = unionPayQueryID(t.TradeNo, t.TxnID)
+		}
+		records := []UnionPayZMRecord{{MerID: merID, TradeNo: t.TradeNo, QueryID: queryID, Fen: t.AmountFen, At: t.PaidAt}}
+		if t.RefundID != "" {
+			refundID := t.RefundID
+			if !unionPayDigitsOnly(refundID) {
+				refundID = unionPayQueryID(t.TradeNo, queryID, StatusRefund, t.RefundID)
+			}
+			records = append(records, UnionPayZMRecord{MerID: merID, TradeNo: t.TradeNo, QueryID: refundID, Refund: true,
+				OrigQueryID: queryID, Fen: t.RefundAmt, At: t.PaidAt})
+		}
+		for _, r := range records {
+			line, err := r.Line()
+			if err != nil {
+				return nil, err
+			}
+			b.Write(line)
+		}
 	}
-	return c
+	return UnionPayZMZip(merID, day, b.Bytes())
 }

@@ -73,10 +73,41 @@ func (f *Fake) wechatBillDownload(w http.ResponseWriter, r *http.Request, mercha
 	_, _ = w.Write(z.Bytes())
 }
 
-// wechatBillHeader is the ALL bill's header.
-const wechatBillHeader = "交易时间,公众账号ID,商户号,特约商户号,设备号,微信订单号,商户订单号,用户标识,交易类型,交易状态,付款银行,货币种类," +
+// WeChatBillHeader is the ALL bill's header.
+const WeChatBillHeader = "交易时间,公众账号ID,商户号,特约商户号,设备号,微信订单号,商户订单号,用户标识,交易类型,交易状态,付款银行,货币种类," +
 	"应结订单金额,代金券金额,微信退款单号,商户退款单号,退款金额,充值券退款金额,退款类型,退款状态,商品名称,商户数据包,手续费,费率," +
 	"订单金额,申请退款金额,费率备注"
+
+// WeChatBillRow is one detail row of the ALL bill.
+type WeChatBillRow struct {
+	AppID, MchID, TxnID, TradeNo, Currency, Goods string
+	Refund                                        bool  // a REFUND row (订单金额 0.00), else a SUCCESS row
+	Fen                                           int64 // the payment's or the refund's amount in fen
+	At                                            time.Time
+	RefundID                                      string // 微信退款单号; 商户退款单号 is "R"+RefundID
+}
+
+// Line is the row as the bill writes it (each cell behind a backquote), without its CRLF.
+func (r WeChatBillRow) Line() string {
+	status, order, refund, refundID, outRefund := "SUCCESS", r.Fen, int64(0), "", ""
+	if r.Refund {
+		status, order, refund, refundID, outRefund = "REFUND", 0, r.Fen, r.RefundID, "R"+r.RefundID
+	}
+	cells := []string{r.At.In(bills.ChinaTime).Format(time.DateTime), r.AppID, r.MchID, "0", "", r.TxnID, r.TradeNo,
+		"oUpF8uMuAJO_M2pxb1Q9zNjWeS6o", "NATIVE", status, "OTHERS", r.Currency, Yuan(order), "0.00", refundID, outRefund, Yuan(refund), "0.00",
+		"", "", r.Goods, "", "0.00000", "0.60%", Yuan(order), Yuan(refund), ""}
+	if r.Refund {
+		cells[18], cells[19] = "ORIGINAL", "SUCCESS"
+	}
+	return "`" + strings.Join(cells, ",`")
+}
+
+// WeChatBillSummary is the ALL bill's summary, both lines with their CRLF: rows detail rows,
+// orderFen paid and refundFen refunded.
+func WeChatBillSummary(rows int, orderFen, refundFen int64) string {
+	return "总交易单数,应结订单总金额,退款总金额,充值券退款总金额,手续费总金额,订单总金额,申请退款总金额\r\n" +
+		"`" + strings.Join([]string{itoa(rows), Yuan(orderFen), Yuan(refundFen), "0.00", "0.00000", Yuan(orderFen), Yuan(refundFen)}, ",`") + "\r\n"
+}
 
 // WeChatBill is the ALL trade bill of day (Beijing time) for the fake's WeChat Pay trades, and its
 // number of detail rows: a SUCCESS row per payment, a REFUND row per refund (微信退款单号 the
@@ -85,31 +116,29 @@ func (f *Fake) WeChatBill(day time.Time) ([]byte, int) {
 	day = startOfDay(day, bills.ChinaTime)
 	m := f.manifest.WeChatPay
 	var b strings.Builder
-	b.WriteString(wechatBillHeader + "\r\n")
+	b.WriteString(WeChatBillHeader + "\r\n")
 	rows := 0
 	var orderFen, refundFen int64
-	row := func(t fakeBillTrade, status, refundID string, order, refund int64) {
-		cells := []string{t.PaidAt.In(bills.ChinaTime).Format(time.DateTime), m.AppID, m.MchID, "0", "", t.TxnID, t.TradeNo,
-			"oUpF8uMuAJO_M2pxb1Q9zNjWeS6o", "NATIVE", status, "OTHERS", t.Currency, Yuan(order), "0.00", refundID, "", Yuan(refund), "0.00",
-			"", "", "fake goods", "", "0.00000", "0.60%", Yuan(order), Yuan(refund), ""}
-		if refundID != "" {
-			cells[15], cells[18], cells[19] = "R"+refundID, "ORIGINAL", "SUCCESS"
-		}
-		b.WriteString("`" + strings.Join(cells, ",`") + "\r\n")
+	row := func(r WeChatBillRow) {
+		r.AppID, r.MchID, r.Goods = m.AppID, m.MchID, "fake goods"
+		b.WriteString(r.Line() + "\r\n")
 		rows++
-		orderFen += order
-		refundFen += refund
+		if r.Refund {
+			refundFen += r.Fen
+		} else {
+			orderFen += r.Fen
+		}
 	}
 	for _, t := range f.dayTrades("wechatpay", day) {
-		row(t, "SUCCESS", "", t.AmountFen, 0)
+		row(WeChatBillRow{TxnID: t.TxnID, TradeNo: t.TradeNo, Currency: t.Currency, Fen: t.AmountFen, At: t.PaidAt})
 		if t.RefundID != "" {
-			row(t, "REFUND", t.RefundID, 0, t.RefundAmt)
+			row(WeChatBillRow{TxnID: t.TxnID, TradeNo: t.TradeNo, Currency: t.Currency, Refund: true, Fen: t.RefundAmt, At: t.PaidAt,
+				RefundID: t.RefundID})
 		}
 	}
 	if rows == 0 {
 		return nil, 0
 	}
-	b.WriteString("总交易单数,应结订单总金额,退款总金额,充值券退款总金额,手续费总金额,订单总金额,申请退款总金额\r\n")
-	b.WriteString("`" + strings.Join([]string{itoa(rows), Yuan(orderFen), Yuan(refundFen), "0.00", "0.00000", Yuan(orderFen), Yuan(refundFen)}, ",`") + "\r\n")
+	b.WriteString(WeChatBillSummary(rows, orderFen, refundFen))
 	return []byte(b.String()), rows
 }

@@ -10,7 +10,6 @@ import (
 
 	"golang.org/x/text/encoding/simplifiedchinese"
 
-	"github.com/paygw/paygw/bills"
 	"github.com/paygw/paygw/money"
 	"github.com/paygw/paygw/simulate"
 )
@@ -18,7 +17,7 @@ import (
 // Merchant identities the bills carry in their headers and columns: the sandbox's (simulate's
 // fake channel writes the same).
 const (
-	AlipayPID = "2088102177846875"
+	AlipayPID = simulate.AlipayPID
 )
 
 // Member is one history of a run and its ids there.
@@ -114,39 +113,19 @@ func major(minor int64, code string) string {
 	return strings.TrimSuffix(money.Format(minor, code), " "+code)
 }
 
-func signedYuan(fen int64) string {
-	if fen < 0 {
-		return "-" + simulate.Yuan(-fen)
-	}
-	return simulate.Yuan(fen)
-}
-
-const alipayHeader = "支付宝交易号,商户订单号,业务类型,商品名称,创建时间,完成时间,门店编号,门店名称,操作员,终端号,对方账户," +
-	"订单金额（元）,商家实收（元）,支付宝红包（元）,集分宝（元）,支付宝优惠（元）,商家优惠（元）,券核销金额（元）,券名称," +
-	"商家红包消费金额（元）,卡消费金额（元）,退款批次号/请求号,服务费（元）,分润（元）,备注"
-
 // alipayBill is the 业务明细 file, GBK. Truncated ends inside the detail block (half its rows,
 // the last one cut mid-line); untrusted states one 交易 more than it lists; invented lists a
 // payment its summary does not count.
 func alipayBill(base time.Time, bd BillDay, lines []billLine, v Variant, invented *billLine) []byte {
 	day := dayStart(base, bd)
 	var b strings.Builder
-	b.WriteString("#支付宝业务明细查询\n#账号：[" + AlipayPID + "0156]\n")
-	b.WriteString("#起始日期：[" + day.Format("2006年01月02日") + " 00:00:00]   终止日期：[" + day.AddDate(0, 0, 1).Format("2006年01月02日") + " 00:00:00]\n")
-	b.WriteString("#-----------------------------------------业务明细列表----------------------------------------\n")
-	b.WriteString(alipayHeader + "\n")
+	b.WriteString(simulate.AlipayBillHead(day))
 	var pays, refunds int
 	var payFen, refundFen int64
 	var rows []string
 	row := func(l billLine) string {
-		kind, fen := "交易", l.fen
-		if l.refund {
-			kind, fen = "退款", -l.fen
-		}
-		when := l.at.In(bills.ChinaTime).Format(time.DateTime)
-		return strings.Join([]string{l.txn + "\t", l.tradeNo + "\t", kind + "\t", "history goods", when, when, "\t", "\t", "\t", "\t",
-			"159****5620\t", signedYuan(fen), signedYuan(fen), "0.00", "0.00", "0.00", "0.00", "0.00", "", "0.00\t", "0.00",
-			l.refundID + "\t", "0.00", "0.00", ""}, ",")
+		return simulate.AlipayBillRow{TxnID: l.txn, TradeNo: l.tradeNo, Goods: "history goods", Refund: l.refund, Fen: l.fen,
+			At: l.at, RefundID: l.refundID}.Line()
 	}
 	for _, l := range lines {
 		rows = append(rows, row(l))
@@ -177,10 +156,7 @@ func alipayBill(base time.Time, bd BillDay, lines []billLine, v Variant, invente
 	if v == BillUntrusted {
 		pays++
 	}
-	b.WriteString("#-----------------------------------------业务明细列表结束------------------------------------\n")
-	b.WriteString(fmt.Sprintf("#交易合计：%d笔，商家实收共%s元，商家优惠共0.00元\n", pays, simulate.Yuan(payFen)))
-	b.WriteString(fmt.Sprintf("#退款合计：%d笔，商家实收退款共%s元，商家优惠退款共0.00元\n", refunds, signedYuan(-refundFen)))
-	b.WriteString("#导出时间：[" + day.AddDate(0, 0, 1).Add(9*time.Hour).Format("2006年01月02日 15:04:05") + "]\n")
+	b.WriteString(simulate.AlipayBillFoot(pays, refunds, payFen, refundFen, day.AddDate(0, 0, 1).Add(9*time.Hour)))
 	return gbk(b.String())
 }
 
@@ -209,32 +185,18 @@ func AlipayZip(day time.Time, detail []byte) []byte {
 	return out.Bytes()
 }
 
-const wechatHeader = "交易时间,公众账号ID,商户号,特约商户号,设备号,微信订单号,商户订单号,用户标识,交易类型,交易状态,付款银行,货币种类," +
-	"应结订单金额,代金券金额,微信退款单号,商户退款单号,退款金额,充值券退款金额,退款类型,退款状态,商品名称,商户数据包,手续费,费率," +
-	"订单金额,申请退款金额,费率备注"
-
 // wechatBill is the ALL trade bill, UTF-8, CRLF. Truncated ends before its summary (and inside
 // a row); untrusted states one row more than it has; invented has a SUCCESS row its summary
 // does not count.
 func wechatBill(lines []billLine, v Variant, invented *billLine) []byte {
 	var b strings.Builder
-	b.WriteString(wechatHeader + "\r\n")
+	b.WriteString(simulate.WeChatBillHeader + "\r\n")
 	var rows []string
 	var n int
 	var orderFen, refundFen int64
 	row := func(l billLine) string {
-		status, order, refund, refundID, outRefund := "SUCCESS", l.fen, int64(0), "", ""
-		if l.refund {
-			status, order, refund, refundID, outRefund = "REFUND", 0, l.fen, l.refundID, "R"+l.refundID
-		}
-		cells := []string{l.at.In(bills.ChinaTime).Format(time.DateTime), simulate.SandboxWeChatAppID, simulate.SandboxWeChatMchID, "0", "",
-			l.txn, l.tradeNo, "oUpF8uMuAJO_M2pxb1Q9zNjWeS6o", "NATIVE", status, "OTHERS", "CNY", simulate.Yuan(order), "0.00",
-			refundID, outRefund, simulate.Yuan(refund), "0.00", "", "", "history goods", "", "0.00000", "0.60%",
-			simulate.Yuan(order), simulate.Yuan(refund), ""}
-		if l.refund {
-			cells[18], cells[19] = "ORIGINAL", "SUCCESS"
-		}
-		return "`" + strings.Join(cells, ",`")
+		return simulate.WeChatBillRow{AppID: simulate.SandboxWeChatAppID, MchID: simulate.SandboxWeChatMchID, TxnID: l.txn, TradeNo: l.tradeNo,
+			Currency: "CNY", Goods: "history goods", Refund: l.refund, Fen: l.fen, At: l.at, RefundID: l.refundID}.Line()
 	}
 	for _, l := range lines {
 		rows = append(rows, row(l))
@@ -264,9 +226,7 @@ func wechatBill(lines []billLine, v Variant, invented *billLine) []byte {
 	if v == BillUntrusted {
 		n++
 	}
-	b.WriteString("总交易单数,应结订单总金额,退款总金额,充值券退款总金额,手续费总金额,订单总金额,申请退款总金额\r\n")
-	b.WriteString("`" + strings.Join([]string{fmt.Sprint(n), simulate.Yuan(orderFen), simulate.Yuan(refundFen), "0.00", "0.00000",
-		simulate.Yuan(orderFen), simulate.Yuan(refundFen)}, ",`") + "\r\n")
+	b.WriteString(simulate.WeChatBillSummary(n, orderFen, refundFen))
 	return []byte(b.String())
 }
 
@@ -288,44 +248,25 @@ func stripeBill(lines []billLine) []byte {
 	return []byte(b.String())
 }
 
-// zmWidths are the ZM file's field widths in bytes.
-var zmWidths = [...]int{3, 11, 11, 6, 10, 19, 12, 4, 2, 21, 2, 32, 2, 6, 10, 13, 13, 4, 15, 2, 2, 6, 2, 4, 32, 1, 21, 15, 1, 15, 32, 13, 13, 8, 32, 13, 13, 12, 2, 1, 32, 98}
-
 // unionPayBill is the ZM file in its zip, as UnionPay's file download holds it: a consume (01)
 // per payment, its queryId the notification's; a refund (04) per refund, its own queryId and the
 // consume's in origQryId.
 func unionPayBill(base time.Time, bd BillDay, lines []billLine) []byte {
 	var b bytes.Buffer
 	for _, l := range lines {
-		f := map[int]string{0: "S22", 1: "00049992900", 2: "00049992900", 4: l.at.In(bills.ChinaTime).Format("0102150405"),
-			5: "6216***********0018", 7: "5411", 8: "07", 11: l.tradeNo, 12: "01", 17: "0001", 20: "01", 21: "000201",
-			27: simulate.SandboxUnionPayMerID, 36: "000000000000"}
-		f[6] = fmt.Sprintf("%012d", l.fen)
+		r := simulate.UnionPayZMRecord{MerID: simulate.SandboxUnionPayMerID, TradeNo: l.tradeNo, QueryID: l.txn, Fen: l.fen, At: l.at}
 		if l.refund {
-			f[3], f[9], f[26], f[19], f[20] = l.refundID[15:], l.refundID, l.txn, "04", "00"
-			f[15], f[16], f[32] = "C000000000000", fmt.Sprintf("%013d", l.fen), fmt.Sprintf("%013d", l.fen)
-		} else {
-			f[3], f[9], f[19] = l.txn[15:], l.txn, "01"
-			f[15], f[16], f[32] = "D000000000000", fmt.Sprintf("%013d", l.fen), fmt.Sprintf("%013d", l.fen)
+			r.Refund, r.QueryID, r.OrigQueryID = true, l.refundID, l.txn
 		}
-		for i, w := range zmWidths {
-			v := gbk(f[i])
-			b.Write(v)
-			b.WriteString(strings.Repeat(" ", w-len(v)) + " ")
+		line, err := r.Line()
+		if err != nil {
+			panic(err) // the fields are ours, and fit
 		}
-		b.WriteString("\r\n")
+		b.Write(line)
 	}
-	var out bytes.Buffer
-	zw := zip.NewWriter(&out)
-	w, err := zw.Create("INN" + dayStart(base, bd).Format("060102") + "88ZM_" + simulate.SandboxUnionPayMerID)
-	if err == nil {
-		_, err = w.Write(b.Bytes())
-	}
-	if err == nil {
-		err = zw.Close()
-	}
+	zipped, err := simulate.UnionPayZMZip(simulate.SandboxUnionPayMerID, dayStart(base, bd), b.Bytes())
 	if err != nil {
 		panic(err) // writes to memory
 	}
-	return out.Bytes()
+	return zipped
 }

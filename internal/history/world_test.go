@@ -93,12 +93,12 @@ func newWorld(t testing.TB) *world {
 	}
 	fakeSrv := httptest.NewServer(fake.Handler())
 	t.Cleanup(fakeSrv.Close)
-	yaml, err := os.ReadFile(man.ConfigPath)
+	yaml, err := man.ConfigFor(fakeSrv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, "paygw.yaml")
-	if err := os.WriteFile(path, []byte(strings.ReplaceAll(string(yaml), "http://"+simulate.FakeAddr, fakeSrv.URL)), 0o600); err != nil {
+	if err := os.WriteFile(path, yaml, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := config.Load(path, nil)
