@@ -499,21 +499,25 @@ func TestList(t *testing.T) {
 	testenv.Until(t, wait, "tried", func() bool {
 		return e.statusCount(t, "ok", repository.DeliveryDelivered) == 5 && e.count(t, "SELECT COUNT(*) FROM webhook_attempt") == 10
 	})
-	for _, c := range []struct {
-		endpoint, result string
-		want             float64
-	}{{"ok", metrics.WebhookDelivered, 5}, {"ok", metrics.WebhookRetry, 0}, {"bad", metrics.WebhookRetry, 5}, {"bad", metrics.WebhookFailed, 0}} {
-		if got := gathered(t, m, "paygw_webhook_deliveries_total", c.endpoint, c.result); got != c.want {
-			t.Errorf("deliveries{%s,%s} = %v, want %v", c.endpoint, c.result, got, c.want)
+	// An attempt is counted and timed just after it is recorded: the metrics may trail the rows.
+	testenv.Eventually(t, wait, func() error {
+		for _, c := range []struct {
+			endpoint, result string
+			want             float64
+		}{{"ok", metrics.WebhookDelivered, 5}, {"ok", metrics.WebhookRetry, 0}, {"bad", metrics.WebhookRetry, 5}, {"bad", metrics.WebhookFailed, 0}} {
+			if got := gathered(t, m, "paygw_webhook_deliveries_total", c.endpoint, c.result); got != c.want {
+				return fmt.Errorf("deliveries{%s,%s} = %v, want %v", c.endpoint, c.result, got, c.want)
+			}
 		}
-	}
+		if n := gathered(t, m, "paygw_webhook_attempt_duration_seconds", "bad", ""); n != 5 {
+			return fmt.Errorf("%v POSTs to bad timed, want 5", n)
+		}
+		return nil
+	})
 	testenv.Until(t, wait, "the backlog gauge", func() bool {
 		return gathered(t, m, "paygw_webhook_oldest_undelivered_seconds", "bad", "") > 0 &&
 			gathered(t, m, "paygw_webhook_oldest_undelivered_seconds", "ok", "") == 0
 	})
-	if n := gathered(t, m, "paygw_webhook_attempt_duration_seconds", "bad", ""); n != 5 {
-		t.Errorf("%v POSTs to bad timed, want 5", n)
-	}
 	ctx := context.Background()
 	var all []delivery.Delivery
 	cursor := ""

@@ -19,6 +19,7 @@ import (
 	"github.com/paygw/paygw/config"
 	"github.com/paygw/paygw/handlers"
 	"github.com/paygw/paygw/internal/testenv"
+	"github.com/paygw/paygw/internal/testenv/sandbox"
 	"github.com/paygw/paygw/lease"
 	"github.com/paygw/paygw/orders"
 	"github.com/paygw/paygw/payment"
@@ -56,14 +57,7 @@ func newWorld(t *testing.T) *world {
 func newWorldBehind(t *testing.T, stripePrefix string) *world {
 	t.Helper()
 	w := &world{t: t}
-	dir := t.TempDir()
-	man, err := simulate.WriteKeys(dir, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range []string{man.Stripe.APIKey, man.Stripe.WebhookSecret, man.WeChatPay.APIv3Key, man.UnionPay.MerchantSignCertPassword} {
-		testenv.Secret(t, s)
-	}
+	dir, man := sandbox.Keys(t)
 	// The merchant's private keys are secrets too: every line of their PEM bodies.
 	for _, f := range []string{man.Alipay.AppPrivateKeyFile, man.WeChatPay.MerchantPrivateKeyFile} {
 		pemText, err := os.ReadFile(filepath.Join(dir, f))

@@ -8,7 +8,6 @@ import (
 	"encoding/pem"
 	"fmt"
 	"math/big"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,18 +31,8 @@ func sandboxChannels(t *testing.T) (string, simulate.Manifest) {
 // the channels: block trusting the keys, its outbound calls sent to the fake.
 func sandboxFake(t *testing.T) (*simulate.Fake, string, simulate.Manifest) {
 	t.Helper()
-	dir, man := sandbox.Keys(t)
-	fake, err := simulate.NewFake(dir, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(fake.Handler())
-	t.Cleanup(srv.Close)
-	b, err := os.ReadFile(man.ConfigPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fake, strings.ReplaceAll(string(b), "http://"+simulate.FakeAddr, srv.URL), man
+	sb := sandbox.WithFake(t)
+	return sb.Fake, string(sb.Config), sb.Manifest
 }
 
 // checkLines returns the checklist's lines by status.

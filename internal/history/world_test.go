@@ -31,6 +31,7 @@ import (
 	"github.com/paygw/paygw/handlers"
 	"github.com/paygw/paygw/identity"
 	"github.com/paygw/paygw/internal/testenv"
+	"github.com/paygw/paygw/internal/testenv/sandbox"
 	"github.com/paygw/paygw/money"
 	"github.com/paygw/paygw/orders"
 	"github.com/paygw/paygw/payment"
@@ -79,24 +80,8 @@ type process struct {
 
 func newWorld(t testing.TB) *world {
 	t.Helper()
-	dir := t.TempDir()
-	man, err := simulate.WriteKeys(dir, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	testenv.Secret(t, man.WeChatPay.APIv3Key)
-	testenv.Secret(t, man.Stripe.WebhookSecret)
-	testenv.Secret(t, man.Stripe.APIKey)
-	fake, err := simulate.NewFake(dir, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fakeSrv := httptest.NewServer(fake.Handler())
-	t.Cleanup(fakeSrv.Close)
-	yaml, err := man.ConfigFor(fakeSrv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb := sandbox.WithFake(t)
+	dir, fake, yaml := sb.Dir, sb.Fake, sb.Config
 	path := filepath.Join(dir, "paygw.yaml")
 	if err := os.WriteFile(path, yaml, 0o600); err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@
 package sandbox
 
 import (
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -24,4 +25,29 @@ func Keys(tb testing.TB) (string, simulate.Manifest) {
 		testenv.Secret(tb, s)
 	}
 	return dir, man
+}
+
+// Sandbox is fresh sandbox keys and a fake channel that knows them.
+type Sandbox struct {
+	Dir      string            // the keys' directory
+	Manifest simulate.Manifest // what Keys wrote
+	Fake     *simulate.Fake    // the fake channel, notifying no one
+	Config   []byte            // the channels: block trusting the keys, its API addresses on the fake
+}
+
+// WithFake is Keys, and a fake channel serving on a test server of its own.
+func WithFake(tb testing.TB) Sandbox {
+	tb.Helper()
+	dir, man := Keys(tb)
+	fake, err := simulate.NewFake(dir, "")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv := httptest.NewServer(fake.Handler())
+	tb.Cleanup(srv.Close)
+	cfg, err := man.ConfigFor(srv.URL)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return Sandbox{Dir: dir, Manifest: man, Fake: fake, Config: cfg}
 }
