@@ -123,6 +123,12 @@ func sortSteps(steps []Step) {
 
 // replay runs a script alone on w and returns its failures.
 func (w *world) replay(sc Script, trace func(string)) []failure {
+	_, fs := w.execute(sc, trace)
+	return fs
+}
+
+// execute is replay, returning the execution too.
+func (w *world) execute(sc Script, trace func(string)) (*execution, []failure) {
 	var own, shared []Step
 	for _, s := range sc.Steps {
 		if s.Shared() {
@@ -138,7 +144,7 @@ func (w *world) replay(sc Script, trace func(string)) []failure {
 	for _, f := range e.fatal {
 		fs = append(fs, failure{"execution", f})
 	}
-	return fs
+	return e, fs
 }
 
 // shrink drops steps from sc while its replay still fails with category: chunks of halving
@@ -263,12 +269,9 @@ func runHistories(t *testing.T, gen generator, defaultBudget time.Duration) {
 	t.Logf("%d histories (seeds %d..%d, %d per batch) in %s: %.1f histories/s; 100,000 would take about %s",
 		ran, start, start+uint64(ran)-1, size, took.Round(time.Millisecond), rate, (time.Duration(100_000/rate) * time.Second).Round(time.Minute))
 	t.Logf("time by phase: %v", timing)
+	// How often a history accepts one varies with the load (0.1 % to 2 % of them were seen), so
+	// a count here proves nothing either way: TestAcceptChannelRuns shows the path runs.
 	t.Logf("accept_channel after untrusted bills: %d discrepancies accepted", accepted)
-	// Untrusted bills come about once in ten runs of a spoilable day, and a lost notification
-	// leaves its line CHANNEL_ONLY: a run of a few hundred histories holds several.
-	if ran >= 512 && accepted == 0 {
-		t.Errorf("%d histories and not one accept_channel: the path this run was to check never ran", ran)
-	}
 	for op, v := range w.ops {
 		t.Logf("%s: %d, %s each", op, v[1], v[0]/v[1])
 	}

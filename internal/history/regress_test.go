@@ -122,7 +122,15 @@ var regressions = []Script{
 	{Name: "usd, every attempt refused", History: History{Seed: 24, AmountFen: 1999, Currency: "USD", Origin: OriginMerchantID,
 		Attempts: []Attempt{{Channel: UnionPay, Outcome: Open, At: 5 * time.Hour, Absent: true, Refused: true}}},
 		Steps: []Step{{R: 2, Op: OpQuery, N: 0}, {R: 3, Op: OpPurge}, {R: 3, Op: OpRestart, Flush: true}}},
+	// accept_channel after an untrusted bill: WeChat's payment notification is lost, the day's
+	// bill does not add up and repairs nothing, finance accepts the channel's side of its
+	// CHANNEL_ONLY line (the order is paid once), and the day's good bill then finds it paid.
+	{Name: acceptChannelScript, History: History{Seed: 26, AmountFen: 600, Attempts: []Attempt{
+		{Channel: WeChat, Outcome: Paid, At: 10 * time.Hour}}},
+		Steps: []Step{{R: 5, Op: OpBill, Channel: WeChat, Day: 0, Variant: BillUntrusted}, {R: 6, Op: OpBill, Channel: WeChat, Day: 0}}},
 }
+
+const acceptChannelScript = "accept_channel after an untrusted bill"
 
 // TestLedgerRegressions runs every scripted history alone.
 func TestLedgerRegressions(t *testing.T) {
@@ -176,5 +184,19 @@ func TestRefusedAttemptCheck(t *testing.T) {
 		if !slices.Contains(got, want) {
 			t.Errorf("failures %q, want %q among them", got, want)
 		}
+	}
+}
+
+// TestAcceptChannelRuns shows the driver's accept_channel step runs and is checked: the scripted
+// history accepts its one line, and nothing differs from the oracle.
+func TestAcceptChannelRuns(t *testing.T) {
+	w := newWorld(t)
+	i := slices.IndexFunc(regressions, func(sc Script) bool { return sc.Name == acceptChannelScript })
+	e, fs := w.execute(regressions[i], func(s string) { t.Log(s) })
+	for _, f := range fs {
+		t.Errorf("%s: %s", f.category, f.detail)
+	}
+	if e.accepted != 1 {
+		t.Errorf("accepted %d discrepancies, want 1", e.accepted)
 	}
 }
