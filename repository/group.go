@@ -39,19 +39,21 @@ func (tx *Tx) LockPayable(ctx context.Context, pays []PaidItem) (map[string]Paid
 	for i, p := range pays {
 		args[i], args[n+i], args[2*n+i] = p.TradeNo, p.Channel, p.ChannelTxnID
 	}
-	var rows []struct {
-		TradeNo   string `db:"trade_no"`
-		AmountFen int64  `db:"amount_fen"`
-		Currency  string `db:"currency"`
-	}
-	if err := tx.x.SelectContext(ctx, &rows, q, args...); err != nil {
+	// Scanned by hand, not by sqlx's reflection: this is the notify path's group apply.
+	rows, err := tx.x.QueryContext(ctx, q, args...)
+	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]PaidItem, len(rows))
-	for _, r := range rows {
-		out[r.TradeNo] = PaidItem{TradeNo: r.TradeNo, AmountFen: r.AmountFen, Currency: r.Currency}
+	defer rows.Close()
+	out := make(map[string]PaidItem, len(pays))
+	for rows.Next() {
+		var it PaidItem
+		if err := rows.Scan(&it.TradeNo, &it.AmountFen, &it.Currency); err != nil {
+			return nil, err
+		}
+		out[it.TradeNo] = it
 	}
-	return out, nil
+	return out, rows.Err()
 }
 
 // MarkPaidGroup moves every order of items (locked by LockPayable, distinct trade_nos) from
