@@ -240,13 +240,17 @@ func TestDiscrepancyWorkflow(t *testing.T) {
 // gathered is the collector of one series of family name, labelled channel.
 func gathered(t *testing.T, m *metrics.Metrics, name, channel string) float64 {
 	t.Helper()
-	for _, s := range seriesOf(t, m, name) {
-		if v, ok := s.labels["channel"]; ok && v == channel {
-			return s.value
+	found := false
+	var value float64
+	testenv.Series(t, m, name, func(l map[string]string, v float64) {
+		if !found && l["channel"] == channel {
+			found, value = true, v
 		}
+	})
+	if !found {
+		t.Fatalf("%s{channel=%q} not exported", name, channel)
 	}
-	t.Fatalf("%s{channel=%q} not exported", name, channel)
-	return 0
+	return value
 }
 
 // The CSV exports: streamed CSV, text cells that a spreadsheet would run prefixed with ', and

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -171,8 +170,7 @@ func (h *harness) seedOrder(amount int64) string {
 // seedOrderNo inserts a WAIT_PAY order with the given trade_no.
 func (h *harness) seedOrderNo(tradeNo string, amount int64) string {
 	h.t.Helper()
-	testenv.SeedOrder(h.t, h.db, tradeNo, "SEED", amount)
-	return tradeNo
+	return testenv.InsertOrder(h.t, h.db, tradeNo, amount)
 }
 
 // notifyAlipay signs p with the sandbox key and posts it to /notify/alipay.
@@ -225,11 +223,7 @@ func (h *harness) exec(query string, args ...any) {
 
 func (h *harness) order(tradeNo string) payment.Order {
 	h.t.Helper()
-	o, err := h.db.GetOrder(context.Background(), tradeNo)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return o
+	return testenv.GetOrder(h.t, h.db, tradeNo)
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
@@ -242,18 +236,7 @@ func alipayPayment(tradeNo string, fen int64) simulate.AlipayPayment {
 // responses in order: concurrent duplicates, as channels and retrying clients send them.
 func together(n int, fn func() response) []response {
 	replies := make([]response, n)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			replies[i] = fn()
-		}()
-	}
-	close(start)
-	wg.Wait()
+	testenv.AtOnce(n, func(i int) { replies[i] = fn() })
 	return replies
 }
 

@@ -10,7 +10,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/paygw/paygw/channels"
+	"github.com/paygw/paygw/internal/testenv"
 	"github.com/paygw/paygw/metrics"
+	"github.com/paygw/paygw/payment"
 	"github.com/paygw/paygw/simulate"
 )
 
@@ -60,9 +62,9 @@ func TestMetricsLabelsAreBounded(t *testing.T) {
 		labels map[string]string
 		want   float64
 	}{
-		{"paygw_notifications_total", map[string]string{"channel": "alipay", "outcome": "APPLIED"}, orders},
-		{"paygw_notifications_total", map[string]string{"channel": "alipay", "outcome": "REPEAT"}, orders},
-		{"paygw_notifications_total", map[string]string{"channel": "alipay", "outcome": "UNKNOWN_ORDER"}, orders},
+		{"paygw_notifications_total", map[string]string{"channel": "alipay", "outcome": string(payment.OutcomeApplied)}, orders},
+		{"paygw_notifications_total", map[string]string{"channel": "alipay", "outcome": string(payment.OutcomeRepeat)}, orders},
+		{"paygw_notifications_total", map[string]string{"channel": "alipay", "outcome": string(payment.OutcomeUnknownOrder)}, orders},
 		{"paygw_notifications_total", map[string]string{"channel": "alipay", "outcome": metrics.OutcomeRefused}, orders},
 		{"paygw_verify_failures_total", map[string]string{"channel": "alipay", "reason": metrics.ReasonBadSignature}, orders},
 		{"paygw_http_requests_total", map[string]string{"route": "/v1/orders/:trade_no", "code": "200"}, orders},
@@ -102,41 +104,13 @@ func suffix(tradeNo string) string { return tradeNo[len(tradeNo)-16:] }
 // sample is the value of the counter name{labels} (all its labels given); -1 when there is none.
 func sample(t *testing.T, m *metrics.Metrics, name string, labels map[string]string) float64 {
 	t.Helper()
-	for _, s := range seriesOf(t, m, name) {
-		if maps.Equal(s.labels, labels) {
-			return s.value
+	found := -1.0
+	testenv.Series(t, m, name, func(l map[string]string, v float64) {
+		if found == -1 && maps.Equal(l, labels) {
+			found = v
 		}
-	}
-	return -1
-}
-
-// series is one series of a metric family: its labels and its value (a counter's or a gauge's).
-type series struct {
-	labels map[string]string
-	value  float64
-}
-
-// seriesOf is every series m exports of family name.
-func seriesOf(t *testing.T, m *metrics.Metrics, name string) []series {
-	t.Helper()
-	families, err := m.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []series
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, mt := range f.GetMetric() {
-			s := series{labels: map[string]string{}, value: mt.GetCounter().GetValue() + mt.GetGauge().GetValue()}
-			for _, l := range mt.GetLabel() {
-				s.labels[l.GetName()] = l.GetValue()
-			}
-			out = append(out, s)
-		}
-	}
-	return out
+	})
+	return found
 }
 
 func TestVerifyReason(t *testing.T) {

@@ -78,7 +78,7 @@ func TestGroupedCreatesFillPartially(t *testing.T) {
 	if groups, grouped := f.s.groups.Load(), f.s.grouped.Load(); groups != 1 || grouped != 8 {
 		t.Fatalf("%d groups of %d creates, want 1 of 8", groups, grouped)
 	}
-	wantFilled(t, f.s, results, func(i int) Request { return f.req(fmt.Sprintf("g-%02d", i)) }, outOfStock, 4)
+	wantFilled(t, f.s, results, func(i int) Request { return f.req(fmt.Sprintf("g-%02d", i)) }, payment.ErrOutOfStock.Error(), 4)
 	wantStock(t, f.dsn, "HOT", 0, 5)
 	if n := testenv.Count(t, f.dsn, `SELECT COUNT(*) FROM idempotent_record WHERE status = 1`); n != 9 {
 		t.Fatalf("%d final records, want 9", n)

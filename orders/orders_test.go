@@ -193,7 +193,7 @@ func TestCreateTakesStockLast(t *testing.T) {
 			t.Errorf("create %d: %v", i, err)
 		}
 	}
-	wantFilled(t, s, results, func(i int) Request { return req(fmt.Sprintf("race-%02d", i)) }, outOfStock, 5)
+	wantFilled(t, s, results, func(i int) Request { return req(fmt.Sprintf("race-%02d", i)) }, payment.ErrOutOfStock.Error(), 5)
 	wantStock(t, dsn, "HOT", 0, 5)
 
 	// The price changes after the order was priced: the create prices it again.
@@ -219,9 +219,6 @@ func TestCreateTakesStockLast(t *testing.T) {
 	}
 	wantStock(t, dsn, "HOT", 2, 6)
 }
-
-// outOfStock is what a create refused for want of a unit says.
-const outOfStock = "fewer than 1 units left"
 
 // wantFilled checks that filled of the results are orders (201) and the rest refusals saying
 // refusal, each replayed as it was when its request (req(i)) comes again.

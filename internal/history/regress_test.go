@@ -192,6 +192,9 @@ func TestRefusedAttemptCheck(t *testing.T) {
 func TestAcceptChannelRuns(t *testing.T) {
 	w := newWorld(t)
 	i := slices.IndexFunc(regressions, func(sc Script) bool { return sc.Name == acceptChannelScript })
+	if i < 0 {
+		t.Fatalf("no regression %q", acceptChannelScript)
+	}
 	e, fs := w.execute(regressions[i], func(s string) { t.Log(s) })
 	for _, f := range fs {
 		t.Errorf("%s: %s", f.category, f.detail)

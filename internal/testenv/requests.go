@@ -1,15 +1,10 @@
 package testenv
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/paygw/paygw/payment"
-	"github.com/paygw/paygw/repository"
 )
 
 // Reply is an HTTP answer, its body read whole.
@@ -45,21 +40,6 @@ func Cookie(cookies []*http.Cookie, name string) *http.Cookie {
 		}
 	}
 	return found
-}
-
-// SeedOrder inserts a WAIT_PAY order of fen CNY for user 1 straight into db, as the order
-// service would have created it (no stock is taken).
-func SeedOrder(tb testing.TB, db *repository.DB, tradeNo, sku string, fen int64) {
-	tb.Helper()
-	err := db.InTx(context.Background(), func(tx *repository.Tx) error {
-		return tx.InsertOrder(context.Background(), payment.Order{
-			TradeNo: tradeNo, UserID: 1, SKU: sku, Num: 1, AmountFen: fen, Currency: "CNY",
-			CreateTime: time.Now().UTC().Truncate(time.Millisecond),
-		}, "", "", "")
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
 }
 
 // APIRequest is a request to url as an API client sends it: the body, the bearer token (none for
