@@ -177,16 +177,6 @@ channels:
 		p(m.UnionPay.MerchantSignCertFile), m.UnionPay.MerchantSignCertPassword, fake+"/gateway/api/queryTrans.do")
 }
 
-// ConfigFor is the channels: block WriteKeys wrote (ConfigPath) with its API addresses on
-// fakeURL (http://host:port), a fake channel started elsewhere than FakeAddr.
-func (m Manifest) ConfigFor(fakeURL string) ([]byte, error) {
-	b, err := os.ReadFile(m.ConfigPath)
-	if err != nil {
-		return nil, err
-	}
-	return []byte(strings.ReplaceAll(string(b), "http://"+FakeAddr, fakeURL)), nil
-}
-
 // ReadManifest reads dir/keys.json, written by WriteKeys.
 func ReadManifest(dir string) (Manifest, error) {
 	var m Manifest

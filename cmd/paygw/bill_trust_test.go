@@ -114,17 +114,6 @@ func alipayFile(t *testing.T, account string, from time.Time, rows []alipayRow, 
 	return tempFile(t, "alipay_业务明细.csv", text)
 }
 
-// tempFile writes text to a file of that name in a directory of the test's own; it returns the
-// file's path.
-func tempFile(t *testing.T, name, text string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 // csvFile writes paygw's generic bill.
 func csvFile(t *testing.T, rows ...string) string {
 	t.Helper()

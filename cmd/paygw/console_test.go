@@ -5,8 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -20,10 +18,7 @@ import (
 // console.enabled false there is no console at all.
 func TestServeConsole(t *testing.T) {
 	viewer := newToken(t)
-	keyFile := filepath.Join(t.TempDir(), "console.key")
-	if err := os.WriteFile(keyFile, []byte(testenv.Secret(t, testenv.Random(32))+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	keyFile := tempFile(t, "console.key", testenv.Secret(t, testenv.Random(32))+"\n")
 	extra := fmt.Sprintf("auth:\n  api_tokens:\n    - {name: look, token: %q, roles: [viewer]}\nconsole:\n  session_key_file: %q\n", viewer, keyFile)
 	dsn := testenv.NewDatabase(t)
 	addr1, addr2 := freeAddr(t), freeAddr(t)

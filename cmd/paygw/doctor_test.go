@@ -2,13 +2,11 @@ package main
 
 import (
 	"crypto/rand"
-	"crypto/rsa"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
 	"math/big"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -113,34 +111,20 @@ func TestDoctorGood(t *testing.T) {
 // writeCert writes a self-signed RSA certificate valid over [from, to) as PEM.
 func writeCert(t *testing.T, from, to time.Time) string {
 	t.Helper()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := testenv.NewRSAKey(t)
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(0x5eed), Subject: pkix.Name{CommonName: "Tenpay.com Root CA"},
 		NotBefore: from, NotAfter: to}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := filepath.Join(t.TempDir(), "wechatpay_platform.pem")
-	if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return tempFile(t, "wechatpay_platform.pem", string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
 }
 
 // A broken deployment: doctor exits non-zero and the failing check is named on a FAIL line.
 func TestDoctorBroken(t *testing.T) {
 	dsn := testenv.NewDatabase(t)
-	alipayKey := filepath.Join(t.TempDir(), "alipay_private.pem")
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(alipayKey, simulate.PEMPrivateKey(key), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	alipayKey := tempFile(t, "alipay_private.pem", string(simulate.PEMPrivateKey(testenv.NewRSAKey(t))))
 	now := time.Now()
 	wechat := func(certFile string) string {
 		return fmt.Sprintf(`channels:

@@ -92,8 +92,15 @@ func writeConfig(t *testing.T, s settings) string {
 		fmt.Fprintf(&b, "auth:\n  api_tokens:\n    - name: order-service\n      token: %q\n", s.token)
 	}
 	b.WriteString(s.extra)
-	path := filepath.Join(t.TempDir(), "paygw.yaml")
-	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+	return tempFile(t, "paygw.yaml", b.String())
+}
+
+// tempFile writes text to a file of that name in a directory of the test's own; it returns the
+// file's path.
+func tempFile(t *testing.T, name, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path

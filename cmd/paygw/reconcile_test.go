@@ -145,10 +145,7 @@ func TestReconcileBillCommand(t *testing.T) {
 		t.Fatalf("bill --json: exit %d, %+v\nstdout:\n%s\nstderr:\n%s", js.code, doc, js.stdout, js.stderr)
 	}
 
-	notABill := filepath.Join(t.TempDir(), "notes.txt")
-	if err := os.WriteFile(notABill, []byte("just some text\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	notABill := tempFile(t, "notes.txt", "just some text\n")
 	bad := runPaygw(t, nil, "reconcile", "bill", "--config", path, "--channel", "wechatpay", "--date", "2026-11-30", "--file", notABill)
 	if bad.code != 1 || !strings.Contains(bad.stderr, notABill) || strings.Count(strings.TrimSpace(bad.stderr), "\n") != 0 {
 		t.Fatalf("not a bill: exit %d, stderr %q; want exit 1 and one line naming the file", bad.code, bad.stderr)

@@ -3,7 +3,9 @@
 package sandbox
 
 import (
+	"bytes"
 	"net/http/httptest"
+	"os"
 	"testing"
 	"time"
 
@@ -45,9 +47,11 @@ func WithFake(tb testing.TB) Sandbox {
 	}
 	srv := httptest.NewServer(fake.Handler())
 	tb.Cleanup(srv.Close)
-	cfg, err := man.ConfigFor(srv.URL)
+	cfg, err := os.ReadFile(man.ConfigPath)
 	if err != nil {
 		tb.Fatal(err)
 	}
+	// The block WriteKeys wrote sends the API calls to simulate.FakeAddr; this fake is elsewhere.
+	cfg = bytes.ReplaceAll(cfg, []byte("http://"+simulate.FakeAddr), []byte(srv.URL))
 	return Sandbox{Dir: dir, Manifest: man, Fake: fake, Config: cfg}
 }
