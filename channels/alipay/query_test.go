@@ -72,7 +72,7 @@ func TestAlipayQuery(t *testing.T) {
 	})
 	// The fake refuses the request (isv.invalid-signature, signed): Alipay could not be asked.
 	c := s.Cfg.Channels.Alipay
-	c.AppPrivateKeyFile = channeltest.WriteKeyFile(t, channeltest.NewRSAKey(t))
+	c.AppPrivateKeyFile = channeltest.WriteKeyFile(t, channeltest.OutsiderKey(t))
 	other, err := NewQuerier(c, s.Channels["alipay"].(*Channel), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +162,7 @@ func TestAlipayQueryResponses(t *testing.T) {
 		"signed null":            {200, alipaySigned(t, key, `null`, false), channels.ErrMalformed, ""},
 		"service unavailable":    {200, alipaySigned(t, key, `{"code":"20000","msg":"Service Currently Unavailable","sub_code":"isp.unknow-error"}`, false), channels.ErrQueryFailed, ""},
 		"other business failure": {200, alipaySigned(t, key, `{"code":"40004","msg":"Business Failed","sub_code":"ACQ.SYSTEM_ERROR"}`, false), channels.ErrQueryFailed, ""},
-		"signed by another key":  {200, alipaySigned(t, channeltest.NewRSAKey(t), node("TRADE_SUCCESS"), false), channels.ErrBadSignature, ""},
+		"signed by another key":  {200, alipaySigned(t, channeltest.OutsiderKey(t), node("TRADE_SUCCESS"), false), channels.ErrBadSignature, ""},
 		"sign not base64":        {200, `{"alipay_trade_query_response":` + node("TRADE_SUCCESS") + `,"sign":"***"}`, channels.ErrBadSignature, ""},
 		"unsigned node":          {200, `{"alipay_trade_query_response":` + node("TRADE_SUCCESS") + `}`, channels.ErrBadSignature, ""},
 		"unsigned error_response": {200, `{"error_response":{"code":"40002","msg":"Invalid Arguments","sub_code":"isv.invalid-app-id"}}`,
@@ -170,7 +170,7 @@ func TestAlipayQueryResponses(t *testing.T) {
 		"unsigned not found": {200, `{"alipay_trade_query_response":{"code":"40004","msg":"Business Failed","sub_code":"ACQ.TRADE_NOT_EXIST"}}`,
 			channels.ErrBadSignature, ""},
 		// The SDK would download an unknown certificate in production mode; this querier never does.
-		"unknown alipay_cert_sn": {200, strings.Replace(alipaySigned(t, channeltest.NewRSAKey(t), node("TRADE_SUCCESS"), false), `{`, `{"alipay_cert_sn":"0123456789abcdef",`, 1),
+		"unknown alipay_cert_sn": {200, strings.Replace(alipaySigned(t, channeltest.OutsiderKey(t), node("TRADE_SUCCESS"), false), `{`, `{"alipay_cert_sn":"0123456789abcdef",`, 1),
 			channels.ErrBadSignature, ""},
 		"signed, then edited":             {200, strings.Replace(alipaySigned(t, key, node("WAIT_BUYER_PAY"), false), "WAIT_BUYER_PAY", "TRADE_SUCCESS", 1), channels.ErrBadSignature, ""},
 		"not JSON":                        {200, `<html>busy</html>`, channels.ErrMalformed, ""},

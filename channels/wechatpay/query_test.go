@@ -59,7 +59,7 @@ func TestWeChatPayQuery(t *testing.T) {
 		}
 	})
 	c := s.Cfg.Channels.WeChatPay
-	c.MerchantPrivateKeyFile = channeltest.WriteKeyFile(t, channeltest.NewRSAKey(t))
+	c.MerchantPrivateKeyFile = channeltest.WriteKeyFile(t, channeltest.OutsiderKey(t))
 	other, err := NewQuerier(c, s.Channels["wechatpay"].(*Channel), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -145,7 +145,7 @@ func TestWeChatPayQueryResponses(t *testing.T) {
 		return order(map[string]any{"trade_state": state, "transaction_id": nil, "success_time": nil, "payer": nil, "bank_type": nil})
 	}
 	other := signer
-	other.Key = channeltest.NewRSAKey(t)
+	other.Key = channeltest.OutsiderKey(t)
 
 	tests := map[string]struct {
 		status int

@@ -221,8 +221,9 @@ func WantErr(t *testing.T, err, sentinel error, what string) {
 	}
 }
 
-// NewRSAKey is a 2048-bit key that none of the sandbox's parties holds.
-func NewRSAKey(tb testing.TB) *rsa.PrivateKey {
+// OutsiderKey is a 2048-bit key that none of the sandbox's parties holds, the same one for
+// every test of the binary.
+func OutsiderKey(tb testing.TB) *rsa.PrivateKey {
 	tb.Helper()
 	return testenv.RSAKey(tb, "channeltest: held by no party")
 }
